@@ -1,0 +1,161 @@
+// Engine: the public entry point of the C++ API. One Engine is one process's
+// membership in a job: it owns the transport, the background loop and every
+// in-flight collective. Create it with Engine::Start; destroying it shuts down.
+//
+// Thread-safety: every method may be called from any thread concurrently.
+// Collectives are asynchronous: they return a Handle at once and complete on
+// the background thread. Memory handed to a collective must stay valid and
+// untouched until its Handle completes.
+#ifndef HOROVOD_ENGINE_H_
+#define HOROVOD_ENGINE_H_
+
+#include <horovod/status.h>
+#include <horovod/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace horovod {
+
+// How a process finds its job. FromEnvironment reads HOROVOD_* (set by
+// horovodrun), then OpenMPI's OMPI_COMM_WORLD_*, then torchrun's
+// RANK/WORLD_SIZE/..., and falls back to a single-process job.
+struct JobInfo {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  std::string controller_addr;  // rank 0's host
+  int controller_port = 0;      // 0: discover via a private file (one host)
+  std::string rendezvous_file;  // used when controller_port == 0 and size > 1
+  std::string secret;           // the job's shared key (never logged)
+  std::string bind_addr;        // interface this rank listens on
+  double start_timeout_s = 30;
+
+  // `generation` counts this process's earlier inits, so that a re-init after
+  // shutdown never reads a previous rendezvous.
+  static Status FromEnvironment(JobInfo* out, int generation = 0);
+};
+
+// Output of a collective whose result size is known only after negotiation
+// (allgather, alltoall, reducescatter). 64-byte aligned, owned by the Handle
+// and by anyone holding the shared_ptr.
+class Buffer {
+ public:
+  explicit Buffer(size_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* data() { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct HandleState;
+
+// A collective in flight. Copyable; all copies refer to the same operation.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(std::shared_ptr<HandleState> state)
+      : state_(std::move(state)) {}
+
+  bool valid() const { return state_ != nullptr; }
+  // True once the operation finished (successfully or not).
+  bool Poll() const;
+  // Blocks until done or until timeout_s passes (negative: no limit other
+  // than the engine's own deadlines, which always end a failed operation).
+  Status Wait(double timeout_s = -1) const;
+  // Valid after completion.
+  const Status& status() const;
+  // Result of allgather/alltoall/reducescatter; null for in-place ops.
+  std::shared_ptr<Buffer> output() const;
+  const std::vector<int64_t>& output_shape() const;
+  // Alltoall: how many dim-0 rows came from each rank. Join: last joined rank.
+  const std::vector<int64_t>& received_splits() const;
+  int join_result() const;
+
+ private:
+  std::shared_ptr<HandleState> state_;
+};
+
+struct CollectiveArgs {
+  std::string name;  // unique among this rank's in-flight ops; "" = automatic
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int root = 0;                 // broadcast root, as a global rank
+  std::vector<int64_t> splits;  // alltoall: rows sent to each member
+  int process_set = 0;          // 0: the global set
+};
+
+class EngineImpl;
+
+class Engine {
+ public:
+  // Joins the job described by `job` (rendezvous, authenticated mesh) and
+  // starts the background loop.
+  static Status Start(const JobInfo& job, std::unique_ptr<Engine>* out);
+  ~Engine();
+
+  int rank() const;
+  int size() const;
+  int local_rank() const;
+  int local_size() const;
+  int cross_rank() const;
+  int cross_size() const;
+
+  // In place: `tensor` receives the reduction.
+  Status Allreduce(const TensorView& tensor, const CollectiveArgs& args,
+                   Handle* handle);
+  // Tensors negotiated and executed as one unit.
+  Status GroupedAllreduce(const std::vector<TensorView>& tensors,
+                          const CollectiveArgs& args,
+                          std::vector<Handle>* handles);
+  // Concatenates every member's tensor along dim 0 (dim 0 may differ).
+  Status Allgather(const TensorView& tensor, const CollectiveArgs& args,
+                   Handle* handle);
+  Status GroupedAllgather(const std::vector<TensorView>& tensors,
+                          const CollectiveArgs& args,
+                          std::vector<Handle>* handles);
+  // In place: every member receives root's tensor.
+  Status Broadcast(const TensorView& tensor, const CollectiveArgs& args,
+                   Handle* handle);
+  // Sends args.splits[i] rows to member i (even split when empty).
+  Status Alltoall(const TensorView& tensor, const CollectiveArgs& args,
+                  Handle* handle);
+  // Reduces, then leaves member i with its share of dim 0.
+  Status Reducescatter(const TensorView& tensor, const CollectiveArgs& args,
+                       Handle* handle);
+  Status GroupedReducescatter(const std::vector<TensorView>& tensors,
+                              const CollectiveArgs& args,
+                              std::vector<Handle>* handles);
+  // Blocking collectives.
+  Status Barrier(int process_set = 0);
+  // Marks this rank as out of data; returns the last rank to join.
+  Status Join(int* last_joined_rank);
+
+  // Process sets: every rank must call these in the same order.
+  Status AddProcessSet(const std::vector<int>& ranks, int* id);
+  Status RemoveProcessSet(int id);
+  Status ProcessSetRanks(int id, std::vector<int>* ranks) const;
+  std::vector<int> ProcessSetIds() const;
+
+  // Collective: waits (bounded) for every rank, then stops the loop. Pending
+  // operations fail. Called by the destructor when not called explicitly.
+  Status Shutdown();
+
+ private:
+  explicit Engine(std::unique_ptr<EngineImpl> impl);
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_ENGINE_H_

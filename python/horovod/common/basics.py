@@ -1,0 +1,128 @@
+"""HorovodBasics: init/shutdown and the job's topology, shared by every
+framework adapter. Holds the one engine of this process."""
+
+import atexit
+import threading
+
+from horovod.common.process_sets import ProcessSet, global_process_set
+
+_NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+
+
+class HorovodBasics:
+    def __init__(self):
+        self._engine = None
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._process_sets = {0: global_process_set}
+        atexit.register(self.shutdown)
+
+    # -- lifecycle ----------------------------------------------------------
+    def init(self, comm=None, process_sets=None):
+        if comm is not None and not isinstance(comm, (list, tuple)):
+            raise ValueError("init(comm=...) with an MPI communicator needs the "
+                             "MPI backend, which this build does not use")
+        with self._lock:
+            if self._engine is not None:
+                return
+            from horovod import _core
+            self._engine = _core.Engine.start(self._generation)
+            self._generation += 1
+            global_process_set.ranks = list(range(self._engine.size()))
+            global_process_set._basics = self
+        for ps in process_sets or []:
+            self.add_process_set(ps)
+
+    def shutdown(self):
+        with self._lock:
+            engine, self._engine = self._engine, None
+            for pid, ps in list(self._process_sets.items()):
+                if pid != 0:
+                    ps.process_set_id = None
+                    del self._process_sets[pid]
+        if engine is not None:
+            engine.shutdown()
+
+    def is_initialized(self):
+        return self._engine is not None
+
+    @property
+    def engine(self):
+        e = self._engine
+        if e is None:
+            raise ValueError(_NOT_INITIALIZED)
+        return e
+
+    # -- topology -----------------------------------------------------------
+    def size(self):
+        return self.engine.size()
+
+    def rank(self):
+        return self.engine.rank()
+
+    def local_size(self):
+        return self.engine.local_size()
+
+    def local_rank(self):
+        return self.engine.local_rank()
+
+    def cross_size(self):
+        return self.engine.cross_size()
+
+    def cross_rank(self):
+        return self.engine.cross_rank()
+
+    def is_homogeneous(self):
+        return self.size() == self.local_size() * self.cross_size()
+
+    # -- build facts --------------------------------------------------------
+    def mpi_threads_supported(self):
+        self.engine
+        return False
+
+    def mpi_enabled(self):
+        return False
+
+    def mpi_built(self):
+        return False
+
+    def gloo_enabled(self):
+        return False
+
+    def gloo_built(self):
+        return False
+
+    def nccl_built(self):
+        return 0
+
+    def ddl_built(self):
+        return False
+
+    def ccl_built(self):
+        return False
+
+    def cuda_built(self):
+        return False
+
+    def rocm_built(self):
+        return False
+
+    # -- process sets -------------------------------------------------------
+    def add_process_set(self, process_set):
+        if not isinstance(process_set, ProcessSet):
+            process_set = ProcessSet(process_set)
+        if process_set.process_set_id is not None:
+            raise ValueError("process set %r is already registered" % process_set)
+        pid = self.engine.add_process_set(process_set.ranks)
+        process_set.process_set_id = pid
+        process_set._basics = self
+        self._process_sets[pid] = process_set
+        return process_set
+
+    def remove_process_set(self, process_set):
+        if process_set.process_set_id in (None, 0):
+            raise ValueError("cannot remove %r" % process_set)
+        self.engine.remove_process_set(process_set.process_set_id)
+        self._process_sets.pop(process_set.process_set_id, None)
+        process_set.process_set_id = None
+        return True

@@ -1,0 +1,5 @@
+import sys
+
+from horovod.runner.launch import main
+
+sys.exit(main())

@@ -1,0 +1,241 @@
+"""DistributedOptimizer: wraps a torch optimizer so that each gradient is
+averaged across ranks. Each parameter's allreduce starts from a
+post-accumulate-grad hook as soon as its gradient is ready, overlapping
+communication with the rest of backward; step() waits for the remainder."""
+
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from horovod.common.process_sets import global_process_set
+from horovod.torch.compression import Compression
+from horovod.torch.mpi_ops import (Adasum, Average, Sum, allreduce_async_,
+                                   grouped_allreduce_async_, rank, size,
+                                   sparse_allreduce_async, synchronize)
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression,
+                 backward_passes_per_step=1, op=Average,
+                 gradient_predivide_factor=1.0, groups=None,
+                 sparse_as_dense=False, process_set=global_process_set):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self._process_set = process_set
+        all_params = [p for g in self.param_groups for p in g["params"]]
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [("allreduce.noname.%s" % i, v)
+                                for i, v in enumerate(all_params)]
+        if any(not isinstance(p, tuple) for p in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples "
+                             "(name, parameter), usually produced by "
+                             "model.named_parameters().")
+        names = [k for k, _ in named_parameters]
+        dups = {k for k in names if names.count(k) > 1}
+        if dups:
+            raise ValueError("Parameter names in named_parameters must be "
+                             "unique. Found duplicates: %s" % ", ".join(sorted(dups)))
+        known = {id(v) for _, v in named_parameters}
+        unnamed = [p for p in all_params if id(p) not in known]
+        if unnamed:
+            raise ValueError("named_parameters was specified, but one or more "
+                             "model parameters were not named. Python object "
+                             "ids: %s" % ", ".join(str(id(p)) for p in unnamed))
+        self._parameter_names = {v: k for k, v in named_parameters}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {v: backward_passes_per_step
+                                 for _, v in sorted(named_parameters)}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self._handles = {}
+        self._hook_handles = []
+        self._synchronized = False
+        self._should_synchronize = True
+        self._groups = self._make_groups(groups, all_params)
+        self._group_of = {}
+        for gi, g in enumerate(self._groups or []):
+            for p in g:
+                self._group_of[p] = gi
+        self._group_ready = {}
+        self._requires_update = set()
+        if size() > 1 or self._process_set is not global_process_set:
+            self._register_hooks()
+
+    @staticmethod
+    def _make_groups(groups, all_params):
+        if groups is None:
+            return None
+        trainable = [p for p in all_params if p.requires_grad]
+        if isinstance(groups, int):
+            if groups <= 0:
+                raise ValueError("num_groups must be positive")
+            n = len(trainable)
+            per = (n + groups - 1) // groups
+            return [trainable[i:i + per] for i in range(0, n, per)]
+        return [list(g) for g in groups]
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def _register_hooks(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    self._requires_update.add(p)
+                    self._hook_handles.append(
+                        p.register_post_accumulate_grad_hook(self._hook))
+
+    def _scales(self):
+        if self.op == Average:
+            # The engine divides by the set size for Average; split that
+            # division around the sum as gradient_predivide_factor asks.
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _allreduce_grad_async(self, p):
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        name = self._parameter_names.get(p)
+        if p.grad.is_sparse:
+            if self.sparse_as_dense:
+                p.grad = p.grad.to_dense()
+            else:
+                return sparse_allreduce_async(p.grad, name, self.op,
+                                              self._process_set), None
+        compressed, ctx = self._compression.compress(p.grad)
+        pre, post = self._scales()
+        handle = allreduce_async_(compressed, name=name, op=self.op,
+                                  prescale_factor=pre, postscale_factor=post,
+                                  process_set=self._process_set)
+        return handle, (compressed, ctx)
+
+    def _group_allreduce_async(self, gi):
+        params = self._groups[gi]
+        grads = []
+        ctxs = []
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            c, ctx = self._compression.compress(p.grad)
+            grads.append(c)
+            ctxs.append(ctx)
+        pre, post = self._scales()
+        handle = grouped_allreduce_async_(
+            grads, name="group.%d.%s" % (gi, self._parameter_names.get(params[0])),
+            op=self.op, prescale_factor=pre, postscale_factor=post,
+            process_set=self._process_set)
+        for i, p in enumerate(params):
+            self._handles[p] = (handle if i == 0 else None, (grads[i], ctxs[i]))
+
+    def _hook(self, p):
+        if p in self._handles and self._handles[p][0] is not None:
+            raise AssertionError(
+                "Gradients were computed more than backward_passes_per_step "
+                "times before call to step(). Increase "
+                "backward_passes_per_step to accumulate gradients locally.")
+        self._allreduce_delay[p] -= 1
+        if self._allreduce_delay[p] > 0:
+            return
+        if self._groups is not None and p in self._group_of:
+            gi = self._group_of[p]
+            ready = self._group_ready.setdefault(gi, set())
+            ready.add(p)
+            if len(ready) == len(self._groups[gi]):
+                self._group_allreduce_async(gi)
+            return
+        self._handles[p] = self._allreduce_grad_async(p)
+
+    def synchronize(self):
+        if not self._requires_update:
+            self._synchronized = True
+            return
+        if self._groups is not None:
+            for gi, g in enumerate(self._groups):
+                if not all(p in self._handles for p in g):
+                    self._group_allreduce_async(gi)
+        for p in self._requires_update - set(self._handles):
+            if p in self._group_of:
+                continue
+            self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                continue
+            out = synchronize(handle)
+            if ctx is None:  # sparse
+                p.grad = out
+        for p, (handle, ctx) in self._handles.items():
+            if ctx is None:
+                continue
+            compressed, cctx = ctx
+            if compressed is not p.grad:
+                p.grad.copy_(self._compression.decompress(compressed, cctx))
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._handles.clear()
+        self._group_ready.clear()
+        self._synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self):
+        """Lets step() skip the wait after an explicit synchronize()."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without "
+                              "optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(). This can cause "
+                              "training slowdown. You may want to consider "
+                              "using optimizer.skip_synchronize() context if "
+                              "you use optimizer.synchronize() in your code.")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError(
+                "optimizer.zero_grad() was called after loss.backward() but "
+                "before optimizer.step() or optimizer.synchronize(). This is "
+                "prohibited as it can cause a race condition.")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None,
+                         compression=Compression.none,
+                         backward_passes_per_step=1, op=Average,
+                         gradient_predivide_factor=1.0, num_groups=0,
+                         groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """Returns `optimizer` wrapped so that step() applies gradients averaged
+    (op) across the ranks of `process_set`."""
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op == Adasum:
+        raise ValueError("op=Adasum is not supported by this engine yet; "
+                         "use hvd.Average or hvd.Sum")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` "
+                      "and will be removed in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if groups is not None and not (isinstance(groups, int) or isinstance(groups, list)):
+        raise ValueError("groups should be an int or a list of lists of "
+                         "torch.nn.Parameter")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression,
+               backward_passes_per_step, op, gradient_predivide_factor, groups,
+               sparse_as_dense, process_set)

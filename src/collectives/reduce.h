@@ -1,0 +1,27 @@
+// Element-wise kernels used by every reduction: dst = dst (op) src, and
+// in-place scaling. float16/bfloat16 are computed in float32 and rounded to
+// nearest-even. Pure functions; thread-safe.
+#ifndef HOROVOD_COLLECTIVES_REDUCE_H_
+#define HOROVOD_COLLECTIVES_REDUCE_H_
+
+#include <horovod/types.h>
+
+#include <cstdint>
+
+namespace horovod {
+
+// op is Sum, Min, Max or Product (Average is Sum plus a postscale). For bool,
+// Sum and Max are logical or, Min and Product logical and.
+void ReduceInto(void* dst, const void* src, int64_t count, DataType dtype,
+                ReduceOp op);
+// x = x * factor; integers are computed in double and truncated.
+void ScaleBuffer(void* buf, int64_t count, DataType dtype, double factor);
+
+uint16_t FloatToHalf(float f);
+float HalfToFloat(uint16_t h);
+uint16_t FloatToBFloat16(float f);
+float BFloat16ToFloat(uint16_t h);
+
+}  // namespace horovod
+
+#endif  // HOROVOD_COLLECTIVES_REDUCE_H_

@@ -1,0 +1,24 @@
+// SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), used to authenticate every
+// connection with the job's secret. Pure functions; thread-safe.
+#ifndef HOROVOD_COMMON_HMAC_H_
+#define HOROVOD_COMMON_HMAC_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace horovod {
+
+using Digest = std::array<uint8_t, 32>;
+
+Digest Sha256(const void* data, size_t len);
+Digest HmacSha256(const std::string& key, const void* data, size_t len);
+// Constant-time comparison, so a peer cannot learn a MAC byte by byte.
+bool DigestEqual(const Digest& a, const Digest& b);
+// Fills `out` from the kernel's CSPRNG; false if it is unavailable.
+bool SecureRandom(void* out, size_t len);
+
+}  // namespace horovod
+
+#endif  // HOROVOD_COMMON_HMAC_H_

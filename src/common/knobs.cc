@@ -1,0 +1,64 @@
+#include "common/knobs.h"
+
+#include <cstdlib>
+
+#include "common/logging.h"
+
+namespace horovod {
+
+bool EnvString(const char* name, std::string* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return false;
+  *out = v;
+  return true;
+}
+
+bool EnvInt(const char* name, int64_t* out) {
+  std::string s;
+  if (!EnvString(name, &s)) return false;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (end == s.c_str() || *end != '\0') {
+    HVD_LOG(kWarning, "ignoring " << name << "=" << s << ": not an integer");
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool EnvDouble(const char* name, double* out) {
+  std::string s;
+  if (!EnvString(name, &s)) return false;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0') {
+    HVD_LOG(kWarning, "ignoring " << name << "=" << s << ": not a number");
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+Knobs Knobs::FromEnvironment() {
+  Knobs k;
+  int64_t i;
+  double d;
+  if (EnvInt("HOROVOD_FUSION_THRESHOLD", &i) && i >= 0) k.fusion_threshold = i;
+  if (EnvDouble("HOROVOD_CYCLE_TIME", &d) && d >= 0) k.cycle_time_ms = d;
+  if (EnvInt("HOROVOD_CACHE_CAPACITY", &i) && i >= 0 && i <= (1 << 20))
+    k.cache_capacity = static_cast<int>(i);
+  if (EnvDouble("HOROVOD_STALL_CHECK_TIME_SECONDS", &d) && d > 0)
+    k.stall_check_s = d;
+  if (EnvInt("HOROVOD_STALL_CHECK_DISABLE", &i)) k.stall_check_disable = i != 0;
+  if (EnvDouble("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", &d) && d >= 0)
+    k.stall_shutdown_s = d;
+  if (EnvDouble("HOROVOD_OPERATION_TIMEOUT_SECONDS", &d) && d > 0)
+    k.operation_timeout_s = d;
+  if (EnvInt("HOROVOD_SMALL_ALLREDUCE_BYTES", &i) && i >= 0)
+    k.small_allreduce_bytes = i;
+  if (EnvInt("HOROVOD_RING_CHUNK_BYTES", &i) && i >= 4096)
+    k.ring_chunk_bytes = i;
+  return k;
+}
+
+}  // namespace horovod

@@ -1,0 +1,45 @@
+// Knobs: every HOROVOD_* tuning variable the engine reads, declared once,
+// with its default. docs/knobs.md documents each. Read once at engine start;
+// a plain value afterwards.
+#ifndef HOROVOD_COMMON_KNOBS_H_
+#define HOROVOD_COMMON_KNOBS_H_
+
+#include <cstdint>
+#include <string>
+
+namespace horovod {
+
+struct Knobs {
+  // HOROVOD_FUSION_THRESHOLD: bytes per fused allreduce; 0 disables fusion.
+  int64_t fusion_threshold = 128ll * 1024 * 1024;
+  // HOROVOD_CYCLE_TIME (ms): how long the coordinator waits for more tensors
+  // to fuse when others are known to be on their way.
+  double cycle_time_ms = 1.0;
+  // HOROVOD_CACHE_CAPACITY: response cache entries; 0 disables the cache.
+  int cache_capacity = 1024;
+  // HOROVOD_STALL_CHECK_TIME_SECONDS: warn about tensors some ranks lack.
+  double stall_check_s = 60;
+  // HOROVOD_STALL_CHECK_DISABLE: 1 turns the stall warnings off.
+  bool stall_check_disable = false;
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS: fail stalled tensors (0 = never).
+  double stall_shutdown_s = 600;
+  // HOROVOD_OPERATION_TIMEOUT_SECONDS: longest a peer may stay silent while
+  // a transfer with it is in progress.
+  double operation_timeout_s = 300;
+  // HOROVOD_SMALL_ALLREDUCE_BYTES: below this, allreduce uses recursive
+  // doubling (latency-optimal); at or above, the pipelined ring.
+  int64_t small_allreduce_bytes = 64 * 1024;
+  // HOROVOD_RING_CHUNK_BYTES: pipelining granularity of the ring.
+  int64_t ring_chunk_bytes = 1 << 20;
+
+  static Knobs FromEnvironment();
+};
+
+// Helpers shared by JobInfo parsing and Knobs.
+bool EnvInt(const char* name, int64_t* out);
+bool EnvDouble(const char* name, double* out);
+bool EnvString(const char* name, std::string* out);
+
+}  // namespace horovod
+
+#endif  // HOROVOD_COMMON_KNOBS_H_

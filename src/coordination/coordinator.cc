@@ -1,0 +1,426 @@
+#include "coordination/coordinator.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace horovod {
+namespace {
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
+  os << "]";
+  return os.str();
+}
+
+const char* OpName(uint8_t op) {
+  if (op == static_cast<uint8_t>(ControlOp::kAddProcessSet))
+    return "add_process_set";
+  if (op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet))
+    return "remove_process_set";
+  return OpTypeName(static_cast<OpType>(op));
+}
+
+std::string Fmt(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+bool IsOp(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
+
+}  // namespace
+
+const Request& Coordinator::First(const Pending& p) {
+  for (size_t i = 0; i < p.have.size(); ++i)
+    if (p.have[i]) return p.requests[i];
+  return p.requests[0];
+}
+
+Coordinator::Coordinator(const CoordinatorConfig& config,
+                         const ResponseCache* cache)
+    : config_(config), cache_(cache), joined_(config.size, false) {
+  std::vector<int> all(config.size);
+  for (int i = 0; i < config.size; ++i) all[i] = i;
+  process_sets_[0] = all;
+}
+
+const std::vector<int>* Coordinator::Members(int process_set) const {
+  auto it = process_sets_.find(process_set);
+  return it == process_sets_.end() ? nullptr : &it->second;
+}
+
+void Coordinator::AddRequestList(int rank, const RequestList& list,
+                                 Clock::time_point now) {
+  for (const Request& r : list.requests) {
+    Request q = r;
+    q.rank = rank;  // a rank speaks only for itself
+    AddRequest(q, now);
+  }
+  for (uint32_t slot : list.cache_hits) {
+    if (cache_ == nullptr || !cache_->Has(slot) ||
+        cache_->ChangedAt(slot) > list.epoch) {
+      stale_.emplace_back(rank, slot);
+      continue;
+    }
+    AddRequest(cache_->ToRequest(slot, rank), now);
+  }
+  if (list.shutdown) shutdown_ranks_.insert(rank);
+  RefreshCompleteness(now);
+}
+
+void Coordinator::AddRequest(const Request& r, Clock::time_point now) {
+  if (IsOp(r.op, OpType::kJoin)) {
+    joined_[r.rank] = true;
+    last_joined_ = r.rank;
+    join_ready_ = std::all_of(joined_.begin(), joined_.end(),
+                              [](bool b) { return b; });
+    return;
+  }
+  Pending& p = table_[r.Key()];
+  if (p.have.empty()) {
+    p.have.assign(config_.size, false);
+    p.requests.resize(config_.size);
+    p.first_seen = now;
+    p.order = next_order_++;
+  }
+  p.requests[r.rank] = r;
+  p.have[r.rank] = true;
+}
+
+bool Coordinator::IsComplete(const Pending& p) const {
+  const Request* any = &First(p);
+  const std::vector<int>* members = Members(any->process_set);
+  if (members == nullptr) return true;  // reported as an error
+  // A joined rank stands in for every collective (allreduce gets its zeros;
+  // the others fail with a clear error rather than wait forever).
+  bool joined_counts = any->op <= static_cast<uint8_t>(OpType::kBarrier);
+  for (int m : *members)
+    if (!p.have[m] && !(joined_counts && joined_[m])) return false;
+  return true;
+}
+
+std::vector<int> Coordinator::Missing(const Pending& p) const {
+  std::vector<int> missing;
+  const Request* any = &First(p);
+  const std::vector<int>* members = Members(any->process_set);
+  if (members == nullptr) return missing;
+  for (int m : *members)
+    if (!p.have[m]) missing.push_back(m);
+  return missing;
+}
+
+void Coordinator::RefreshCompleteness(Clock::time_point now) {
+  for (auto& kv : table_) {
+    if (!kv.second.complete && IsComplete(kv.second)) {
+      kv.second.complete = true;
+      kv.second.complete_at = now;
+    }
+  }
+}
+
+bool Coordinator::ShouldEmit(Clock::time_point now) const {
+  if (join_ready_ || !stale_.empty()) return true;
+  if (static_cast<int>(shutdown_ranks_.size()) == config_.size) return true;
+  bool any_incomplete = false;
+  bool any_complete = false;
+  int64_t ready_bytes = 0;
+  Clock::time_point oldest = Clock::time_point::max();
+  for (const auto& kv : table_) {
+    const Pending& p = kv.second;
+    if (!p.complete) {
+      any_incomplete = true;
+      if (config_.stall_shutdown_s > 0 &&
+          std::chrono::duration<double>(now - p.first_seen).count() >=
+              config_.stall_shutdown_s)
+        return true;
+      continue;
+    }
+    any_complete = true;
+    oldest = std::min(oldest, p.complete_at);
+    for (size_t i = 0; i < p.have.size(); ++i) {
+      if (!p.have[i]) continue;
+      int64_t n = static_cast<int64_t>(DataTypeSize(p.requests[i].dtype));
+      for (int64_t d : p.requests[i].shape) n *= d;
+      ready_bytes += n;
+      break;
+    }
+  }
+  if (!any_complete) return false;
+  // Emit at once unless more tensors are known to be coming; then wait up
+  // to one cycle so they can be fused with these.
+  if (!any_incomplete) return true;
+  if (ready_bytes >= config_.fusion_threshold) return true;
+  return std::chrono::duration<double>(now - oldest).count() >=
+         config_.cycle_time_s;
+}
+
+Clock::time_point Coordinator::NextWake(Clock::time_point now) const {
+  Clock::time_point wake = Clock::time_point::max();
+  auto after = [](Clock::time_point t, double s) {
+    return t + std::chrono::duration_cast<Clock::duration>(
+                   std::chrono::duration<double>(s));
+  };
+  for (const auto& kv : table_) {
+    const Pending& p = kv.second;
+    if (p.complete) {
+      wake = std::min(wake, after(p.complete_at, config_.cycle_time_s));
+      continue;
+    }
+    if (config_.stall_check && !p.warned)
+      wake = std::min(wake, after(p.first_seen, config_.stall_check_s));
+    if (config_.stall_shutdown_s > 0)
+      wake = std::min(wake, after(p.first_seen, config_.stall_shutdown_s));
+  }
+  return std::max(wake, now);
+}
+
+std::vector<std::string> Coordinator::TakeStallWarnings(Clock::time_point now) {
+  std::vector<std::string> out;
+  if (!config_.stall_check) return out;
+  for (auto& kv : table_) {
+    Pending& p = kv.second;
+    if (p.complete || p.warned) continue;
+    double waited = std::chrono::duration<double>(now - p.first_seen).count();
+    if (waited < config_.stall_check_s) continue;
+    p.warned = true;
+    const Request* any = &First(p);
+    std::vector<int> ready;
+    for (size_t i = 0; i < p.have.size(); ++i)
+      if (p.have[i]) ready.push_back(static_cast<int>(i));
+    out.push_back("One or more tensors were submitted to be reduced, gathered "
+                  "or broadcasted by subset of ranks and are waiting for "
+                  "remainder of ranks for more than " +
+                  Fmt(config_.stall_check_s) + " seconds. Tensor '" +
+                  any->name + "' (" + OpName(any->op) + ") is ready on ranks " +
+                  RankList(ready) + " and missing on ranks " +
+                  RankList(Missing(p)) + ".");
+  }
+  return out;
+}
+
+Response Coordinator::Validate(const Pending& p) {
+  std::vector<int> ranks;
+  for (size_t i = 0; i < p.have.size(); ++i)
+    if (p.have[i]) ranks.push_back(static_cast<int>(i));
+  const Request& a = p.requests[ranks[0]];
+  Response resp;
+  resp.op = a.op;
+  resp.names = {a.name};
+  resp.dtype = a.dtype;
+  resp.reduce_op = a.reduce_op;
+  resp.root = a.root;
+  resp.device = a.device;
+  resp.process_set = a.process_set;
+  resp.prescale = a.prescale;
+  resp.postscale = a.postscale;
+  resp.shapes = {a.shape};
+  auto fail = [&](const std::string& msg) {
+    resp.error = true;
+    resp.error_message = msg;
+    resp.sizes.clear();
+    return resp;
+  };
+  const std::vector<int>* members = Members(a.process_set);
+  if (members == nullptr)
+    return fail("process set " + std::to_string(a.process_set) +
+                " is not registered");
+  const std::string who = "tensor '" + a.name + "'";
+  auto at = [&](int r) { return "rank " + std::to_string(r); };
+  const bool is_allreduce = IsOp(a.op, OpType::kAllreduce);
+  const bool is_reducescatter = IsOp(a.op, OpType::kReducescatter);
+  const bool gathers =
+      IsOp(a.op, OpType::kAllgather) || IsOp(a.op, OpType::kAlltoall);
+  for (int r : ranks) {
+    const Request& b = p.requests[r];
+    if (b.op != a.op)
+      return fail(std::string("Mismatched operations for ") + who + ": " +
+                  at(ranks[0]) + " requested " + OpName(a.op) + ", " + at(r) +
+                  " requested " + OpName(b.op) + ".");
+    if (b.dtype != a.dtype && !IsOp(a.op, OpType::kBarrier))
+      return fail("Mismatched data types for " + who + ": " + at(ranks[0]) +
+                  " has " + DataTypeName(a.dtype) + ", " + at(r) + " has " +
+                  DataTypeName(b.dtype) + ".");
+    if ((is_allreduce || is_reducescatter) && b.reduce_op != a.reduce_op)
+      return fail(std::string("Mismatched reduce operations for ") + who +
+                  ": " + at(ranks[0]) + " uses " + ReduceOpName(a.reduce_op) +
+                  ", " + at(r) + " uses " + ReduceOpName(b.reduce_op) + ".");
+    if ((is_allreduce || is_reducescatter) &&
+        (b.prescale != a.prescale || b.postscale != a.postscale))
+      return fail("Mismatched prescale/postscale factors for " + who + ": " +
+                  at(ranks[0]) + " has (" + Fmt(a.prescale) + ", " +
+                  Fmt(a.postscale) + "), " + at(r) + " has (" +
+                  Fmt(b.prescale) + ", " + Fmt(b.postscale) + ").");
+    if (IsOp(a.op, OpType::kBroadcast) && b.root != a.root)
+      return fail("Mismatched broadcast root ranks for " + who + ": " +
+                  at(ranks[0]) + " uses root " + std::to_string(a.root) +
+                  ", " + at(r) + " uses root " + std::to_string(b.root) + ".");
+    if (b.device != a.device)
+      return fail("Mismatched devices for " + who + ": " + at(ranks[0]) +
+                  " has device " + std::to_string(a.device) + ", " + at(r) +
+                  " has device " + std::to_string(b.device) + ".");
+    if (gathers) {
+      bool same = b.shape.size() == a.shape.size() && !a.shape.empty();
+      for (size_t d = 1; same && d < a.shape.size(); ++d)
+        same = a.shape[d] == b.shape[d];
+      if (!same)
+        return fail(std::string("Mismatched ") + OpName(a.op) +
+                    " tensor shapes for " + who + ": " + at(ranks[0]) +
+                    " has " + ShapeString(a.shape) + ", " + at(r) + " has " +
+                    ShapeString(b.shape) +
+                    " (all dimensions but the first must match).");
+    } else if (b.shape != a.shape && !IsOp(a.op, OpType::kBarrier)) {
+      return fail("Mismatched " + std::string(OpName(a.op)) +
+                  " tensor shapes for " + who + ": " + at(ranks[0]) + " has " +
+                  ShapeString(a.shape) + ", " + at(r) + " has " +
+                  ShapeString(b.shape) + ".");
+    }
+  }
+  // Joined members have no data to gather, broadcast or exchange.
+  if (!is_allreduce && !IsOp(a.op, OpType::kBarrier)) {
+    for (int m : *members)
+      if (!p.have[m] && joined_[m])
+        return fail(std::string(OpName(a.op)) + " of " + who +
+                    " is not supported after rank " + std::to_string(m) +
+                    " called join().");
+  }
+  if (IsOp(a.op, OpType::kBroadcast) && !p.have[a.root])
+    return fail("broadcast root rank " + std::to_string(a.root) +
+                " did not submit " + who + ".");
+  if (IsOp(a.op, OpType::kAllgather)) {
+    for (int m : *members) resp.sizes.push_back(p.requests[m].shape[0]);
+  } else if (IsOp(a.op, OpType::kAlltoall)) {
+    for (int m : *members) {
+      const Request& b = p.requests[m];
+      if (b.splits.size() != members->size())
+        return fail("alltoall splits of " + who + " on " + at(m) + " have " +
+                    std::to_string(b.splits.size()) + " entries, expected " +
+                    std::to_string(members->size()) + ".");
+      for (int64_t s : b.splits) resp.sizes.push_back(s);
+    }
+  }
+  return resp;
+}
+
+void Coordinator::Fuse(std::vector<Response>* responses) const {
+  if (config_.fusion_threshold <= 0) return;
+  std::vector<Response> out;
+  std::vector<int64_t> bytes;
+  for (Response& r : *responses) {
+    int64_t nbytes = static_cast<int64_t>(DataTypeSize(r.dtype));
+    for (int64_t d : r.shapes[0]) nbytes *= d;
+    bool fusable = IsOp(r.op, OpType::kAllreduce) && !r.error;
+    if (fusable) {
+      for (size_t i = 0; i < out.size(); ++i) {
+        Response& o = out[i];
+        if (IsOp(o.op, OpType::kAllreduce) && !o.error &&
+            o.dtype == r.dtype && o.reduce_op == r.reduce_op &&
+            o.process_set == r.process_set && o.device == r.device &&
+            o.prescale == r.prescale && o.postscale == r.postscale &&
+            bytes[i] + nbytes <= config_.fusion_threshold) {
+          o.names.push_back(r.names[0]);
+          o.shapes.push_back(r.shapes[0]);
+          bytes[i] += nbytes;
+          fusable = false;
+          nbytes = -1;
+          break;
+        }
+      }
+    }
+    if (nbytes >= 0) {
+      out.push_back(std::move(r));
+      bytes.push_back(nbytes);
+    }
+  }
+  *responses = std::move(out);
+}
+
+ResponseList Coordinator::TakeResponses(Clock::time_point now) {
+  ResponseList list;
+  list.stale_hits.swap(stale_);
+  // Ready entries in submission order; a group goes out only when complete.
+  std::vector<std::pair<uint64_t, std::string>> ready;
+  std::map<std::string, int> group_ready;
+  for (auto& kv : table_) {
+    Pending& p = kv.second;
+    const Request* any = &First(p);
+    if (p.complete) {
+      ready.emplace_back(p.order, kv.first);
+      if (any->group_size > 0)
+        group_ready[std::to_string(any->process_set) + ":" + any->group]++;
+      continue;
+    }
+    double waited = std::chrono::duration<double>(now - p.first_seen).count();
+    if (config_.stall_shutdown_s > 0 && waited >= config_.stall_shutdown_s) {
+      Response err;
+      err.op = any->op;
+      err.names = {any->name};
+      err.shapes = {any->shape};
+      err.process_set = any->process_set;
+      err.error = true;
+      err.error_message =
+          "Tensor '" + any->name + "' was not submitted by ranks " +
+          RankList(Missing(p)) + " within " + Fmt(config_.stall_shutdown_s) +
+          " seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS); failing it on "
+          "every rank.";
+      ready.emplace_back(p.order, kv.first);
+      p.complete = true;
+      p.stalled = true;
+      list.responses.push_back(err);
+    }
+  }
+  std::sort(ready.begin(), ready.end());
+  std::vector<Response> responses;
+  for (auto& o : ready) {
+    auto it = table_.find(o.second);
+    Pending& p = it->second;
+    const Request* any = &First(p);
+    if (p.stalled) {  // already reported above
+      table_.erase(it);
+      continue;
+    }
+    if (any->group_size > 0) {
+      std::string g = std::to_string(any->process_set) + ":" + any->group;
+      if (group_ready[g] < any->group_size) continue;
+    }
+    Response resp = Validate(p);
+    if (!resp.error &&
+        any->op == static_cast<uint8_t>(ControlOp::kAddProcessSet)) {
+      std::vector<int> ranks(any->shape.begin(), any->shape.end());
+      int id = next_process_set_++;
+      process_sets_[id] = ranks;
+      resp.sizes = {id};
+      resp.sizes.insert(resp.sizes.end(), any->shape.begin(), any->shape.end());
+    } else if (!resp.error &&
+               any->op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet)) {
+      if (any->root == 0 || process_sets_.count(any->root) == 0) {
+        resp.error = true;
+        resp.error_message = "process set " + std::to_string(any->root) +
+                             " cannot be removed (not registered, or global)";
+      } else {
+        process_sets_.erase(any->root);
+        resp.sizes = {any->root};
+      }
+    }
+    responses.push_back(std::move(resp));
+    table_.erase(it);
+  }
+  Fuse(&responses);
+  for (auto& r : responses) list.responses.push_back(std::move(r));
+  if (join_ready_) {
+    Response j;
+    j.op = static_cast<uint8_t>(OpType::kJoin);
+    j.names = {kJoinTensorName};
+    j.shapes = {{}};
+    j.sizes = {last_joined_};
+    list.responses.push_back(j);
+    std::fill(joined_.begin(), joined_.end(), false);
+    join_ready_ = false;
+  }
+  if (static_cast<int>(shutdown_ranks_.size()) == config_.size)
+    list.shutdown = true;
+  return list;
+}
+
+}  // namespace horovod

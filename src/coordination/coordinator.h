@@ -1,0 +1,85 @@
+// Coordinator: rank 0's negotiation state. It collects every rank's request
+// lists, decides which tensors are ready on every member of their process
+// set, checks that the members agree (shape, dtype, op, root, scales,
+// device), fuses ready allreduces, handles join, barrier, process-set
+// changes and shutdown, and watches for stalls.
+//
+// Pure: no sockets and no threads. Time comes in as an argument, so tests
+// drive it with a fake clock. Used by one thread.
+#ifndef HOROVOD_COORDINATION_COORDINATOR_H_
+#define HOROVOD_COORDINATION_COORDINATOR_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "coordination/message.h"
+#include "coordination/response_cache.h"
+
+namespace horovod {
+
+struct CoordinatorConfig {
+  int size = 1;
+  int64_t fusion_threshold = 128ll * 1024 * 1024;
+  double cycle_time_s = 0.001;
+  double stall_check_s = 60;
+  bool stall_check = true;
+  double stall_shutdown_s = 600;
+};
+
+class Coordinator {
+ public:
+  // `cache` (may be null) resolves cache hits; it is owned by the engine.
+  Coordinator(const CoordinatorConfig& config, const ResponseCache* cache);
+
+  void AddRequestList(int rank, const RequestList& list, Clock::time_point now);
+  // True when a response list should go out now.
+  bool ShouldEmit(Clock::time_point now) const;
+  // When ShouldEmit may next turn true without new input (cycle time, stall
+  // deadlines); Clock::time_point::max() when never.
+  Clock::time_point NextWake(Clock::time_point now) const;
+  ResponseList TakeResponses(Clock::time_point now);
+  // Warnings about tensors that some ranks have not submitted, once each.
+  std::vector<std::string> TakeStallWarnings(Clock::time_point now);
+
+  const std::vector<int>* Members(int process_set) const;
+  size_t pending() const { return table_.size(); }
+
+ private:
+  struct Pending {
+    std::vector<Request> requests;  // by rank; valid where have[rank]
+    std::vector<bool> have;
+    Clock::time_point first_seen;
+    Clock::time_point complete_at;
+    bool complete = false;
+    bool warned = false;
+    bool stalled = false;  // failed by the stall shutdown
+    uint64_t order = 0;
+  };
+  static const Request& First(const Pending& p);
+
+  void AddRequest(const Request& r, Clock::time_point now);
+  void RefreshCompleteness(Clock::time_point now);
+  bool IsComplete(const Pending& p) const;
+  std::vector<int> Missing(const Pending& p) const;
+  Response Validate(const Pending& p);
+  void Fuse(std::vector<Response>* responses) const;
+
+  CoordinatorConfig config_;
+  const ResponseCache* cache_;
+  std::map<std::string, Pending> table_;
+  uint64_t next_order_ = 0;
+  std::map<int, std::vector<int>> process_sets_;
+  int next_process_set_ = 1;
+  std::vector<bool> joined_;
+  int last_joined_ = -1;
+  bool join_ready_ = false;
+  std::set<int> shutdown_ranks_;
+  std::vector<std::pair<int32_t, uint32_t>> stale_;
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_COORDINATION_COORDINATOR_H_

@@ -1,0 +1,92 @@
+#include "coordination/response_cache.h"
+
+namespace horovod {
+namespace {
+
+std::string KeyOf(int32_t process_set, const std::string& name) {
+  return std::to_string(process_set) + ":" + name;
+}
+
+bool Matches(const Response& c, const Request& r) {
+  return c.op == r.op && c.dtype == r.dtype && c.reduce_op == r.reduce_op &&
+         c.root == r.root && c.device == r.device &&
+         c.prescale == r.prescale && c.postscale == r.postscale &&
+         c.shapes.size() == 1 && c.shapes[0] == r.shape;
+}
+
+}  // namespace
+
+bool ResponseCache::Cacheable(const Response& r) {
+  return !r.error && (r.op == static_cast<uint8_t>(OpType::kAllreduce) ||
+                      r.op == static_cast<uint8_t>(OpType::kBroadcast) ||
+                      r.op == static_cast<uint8_t>(OpType::kReducescatter));
+}
+
+int ResponseCache::Find(const Request& r) const {
+  if (capacity_ == 0 || r.group_size > 0) return -1;
+  auto it = index_.find(KeyOf(r.process_set, r.name));
+  if (it == index_.end()) return -1;
+  return Matches(entries_[it->second].response, r)
+             ? static_cast<int>(it->second)
+             : -1;
+}
+
+void ResponseCache::Put(const Response& single, uint64_t epoch) {
+  if (capacity_ == 0) return;
+  std::string key = KeyOf(single.process_set, single.names[0]);
+  ++clock_;
+  auto it = index_.find(key);
+  uint32_t slot;
+  if (it != index_.end()) {
+    slot = it->second;
+    Entry& e = entries_[slot];
+    bool same = e.response.op == single.op && e.response.dtype == single.dtype &&
+                e.response.reduce_op == single.reduce_op &&
+                e.response.root == single.root &&
+                e.response.device == single.device &&
+                e.response.prescale == single.prescale &&
+                e.response.postscale == single.postscale &&
+                e.response.shapes == single.shapes;
+    if (!same) {
+      e.response = single;
+      e.changed_at = epoch;
+    }
+    e.last_use = clock_;
+    return;
+  }
+  if (entries_.size() < static_cast<size_t>(capacity_)) {
+    slot = static_cast<uint32_t>(entries_.size());
+    entries_.emplace_back();
+  } else {
+    slot = 0;
+    for (uint32_t i = 1; i < entries_.size(); ++i)
+      if (entries_[i].last_use < entries_[slot].last_use) slot = i;
+    Entry& old = entries_[slot];
+    index_.erase(KeyOf(old.response.process_set, old.response.names[0]));
+  }
+  Entry& e = entries_[slot];
+  e.used = true;
+  e.response = single;
+  e.changed_at = epoch;
+  e.last_use = clock_;
+  index_[key] = slot;
+}
+
+Request ResponseCache::ToRequest(uint32_t slot, int rank) const {
+  const Response& c = entries_[slot].response;
+  Request r;
+  r.rank = rank;
+  r.op = c.op;
+  r.name = c.names[0];
+  r.dtype = c.dtype;
+  r.reduce_op = c.reduce_op;
+  r.root = c.root;
+  r.device = c.device;
+  r.process_set = c.process_set;
+  r.prescale = c.prescale;
+  r.postscale = c.postscale;
+  r.shape = c.shapes[0];
+  return r;
+}
+
+}  // namespace horovod

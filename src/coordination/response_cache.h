@@ -1,0 +1,58 @@
+// ResponseCache: remembers the parameters of recently executed tensors so
+// that in steady state a rank names a tensor by a slot number (a bit) and
+// the coordinator answers with slot numbers too.
+//
+// Every rank holds an identical copy: the cache changes only while a
+// response list is executed, the same lists in the same order on every rank,
+// through Put, so slots agree everywhere without extra messages. Each slot
+// remembers the epoch (response lists executed) at which its content last
+// changed, which lets the coordinator detect a hit sent against an older
+// content. Used only by the background thread.
+#ifndef HOROVOD_COORDINATION_RESPONSE_CACHE_H_
+#define HOROVOD_COORDINATION_RESPONSE_CACHE_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coordination/message.h"
+
+namespace horovod {
+
+class ResponseCache {
+ public:
+  explicit ResponseCache(int capacity) : capacity_(capacity) {}
+
+  int capacity() const { return capacity_; }
+  // The slot holding exactly this request's parameters, or -1.
+  int Find(const Request& r) const;
+  bool Has(uint32_t slot) const {
+    return slot < entries_.size() && entries_[slot].used;
+  }
+  // A single-tensor response describing the cached entry.
+  const Response& Get(uint32_t slot) const { return entries_[slot].response; }
+  uint64_t ChangedAt(uint32_t slot) const { return entries_[slot].changed_at; }
+  // Single-tensor OK response; inserts, refreshes or replaces (LRU when full).
+  void Put(const Response& single, uint64_t epoch);
+  // Reconstructs the request a hit on `slot` stands for.
+  Request ToRequest(uint32_t slot, int rank) const;
+  static bool Cacheable(const Response& r);
+  size_t size() const { return index_.size(); }
+
+ private:
+  struct Entry {
+    bool used = false;
+    Response response;
+    uint64_t changed_at = 0;
+    uint64_t last_use = 0;
+  };
+  int capacity_;
+  uint64_t clock_ = 0;
+  std::vector<Entry> entries_;
+  std::unordered_map<std::string, uint32_t> index_;
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_COORDINATION_RESPONSE_CACHE_H_

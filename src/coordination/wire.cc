@@ -1,0 +1,308 @@
+#include "coordination/wire.h"
+
+#include <cstring>
+
+namespace horovod {
+namespace {
+
+constexpr uint32_t kRequestMagic = 0x51525648;   // "HVRQ"
+constexpr uint32_t kResponseMagic = 0x53525648;  // "HVRS"
+constexpr uint8_t kVersion = 1;
+constexpr uint32_t kMaxDims = 64;
+constexpr uint32_t kMaxName = 4096;
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(T v) {
+    char b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    out_.append(b, sizeof(T));
+  }
+  void Str(const std::string& s) {
+    Put<uint32_t>(static_cast<uint32_t>(s.size()));
+    out_ += s;
+  }
+  void I64s(const std::vector<int64_t>& v) {
+    Put<uint32_t>(static_cast<uint32_t>(v.size()));
+    for (int64_t x : v) Put<int64_t>(x);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& b) : p_(b.data()), left_(b.size()) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (left_ < sizeof(T)) return fail();
+    std::memcpy(v, p_, sizeof(T));
+    p_ += sizeof(T);
+    left_ -= sizeof(T);
+    return true;
+  }
+  bool Str(std::string* s, uint32_t max) {
+    uint32_t n;
+    if (!Get(&n) || n > max || n > left_) return fail();
+    s->assign(p_, n);
+    p_ += n;
+    left_ -= n;
+    return true;
+  }
+  // A count of items each at least `min_item` bytes long.
+  bool Count(uint32_t* n, size_t min_item, uint32_t max) {
+    if (!Get(n) || *n > max || static_cast<size_t>(*n) * min_item > left_)
+      return fail();
+    return true;
+  }
+  bool I64s(std::vector<int64_t>* v, uint32_t max) {
+    uint32_t n;
+    if (!Count(&n, 8, max)) return false;
+    v->resize(n);
+    for (auto& x : *v) Get(&x);
+    return true;
+  }
+  bool done() const { return ok_ && left_ == 0; }
+  bool ok() const { return ok_; }
+
+ private:
+  bool fail() {
+    ok_ = false;
+    return false;
+  }
+  const char* p_;
+  size_t left_;
+  bool ok_ = true;
+};
+
+Status Malformed(const char* what) {
+  return Status::Aborted(std::string("malformed ") + what + " message");
+}
+
+bool ValidCommon(uint8_t op, uint8_t dtype, uint8_t reduce) {
+  return IsKnownOp(op) && IsValidDataType(dtype) && reduce <= 5;
+}
+
+}  // namespace
+
+std::string EncodeRequestList(const RequestList& list) {
+  Writer w;
+  w.Put(kRequestMagic);
+  w.Put(kVersion);
+  w.Put<uint64_t>(list.epoch);
+  w.Put<uint8_t>(list.shutdown ? 1 : 0);
+  w.Put<uint32_t>(static_cast<uint32_t>(list.requests.size()));
+  for (const Request& r : list.requests) {
+    w.Put<int32_t>(r.rank);
+    w.Put<uint8_t>(r.op);
+    w.Str(r.name);
+    w.Put<uint8_t>(static_cast<uint8_t>(r.dtype));
+    w.Put<uint8_t>(static_cast<uint8_t>(r.reduce_op));
+    w.Put<int32_t>(r.root);
+    w.Put<int32_t>(r.device);
+    w.Put<int32_t>(r.process_set);
+    w.Put<double>(r.prescale);
+    w.Put<double>(r.postscale);
+    w.I64s(r.shape);
+    w.I64s(r.splits);
+    w.Put<int32_t>(r.group_size);
+    w.Str(r.group);
+  }
+  w.Put<uint32_t>(static_cast<uint32_t>(list.cache_hits.size()));
+  for (uint32_t s : list.cache_hits) w.Put<uint32_t>(s);
+  w.Str(list.abort_reason);
+  return w.Take();
+}
+
+Status DecodeRequestList(const std::string& bytes, int job_size,
+                         RequestList* out) {
+  Reader r(bytes);
+  uint32_t magic;
+  uint8_t version = 0, shutdown = 0;
+  if (!r.Get(&magic) || magic != kRequestMagic) return Malformed("request");
+  if (!r.Get(&version) || version != kVersion) return Malformed("request");
+  r.Get(&out->epoch);
+  r.Get(&shutdown);
+  out->shutdown = shutdown != 0;
+  uint32_t n;
+  if (!r.Count(&n, 40, 1u << 24)) return Malformed("request");
+  out->requests.resize(n);
+  for (Request& q : out->requests) {
+    uint8_t dtype = 0, reduce = 0;
+    r.Get(&q.rank);
+    r.Get(&q.op);
+    r.Str(&q.name, kMaxName);
+    r.Get(&dtype);
+    r.Get(&reduce);
+    r.Get(&q.root);
+    r.Get(&q.device);
+    r.Get(&q.process_set);
+    r.Get(&q.prescale);
+    r.Get(&q.postscale);
+    r.I64s(&q.shape, 1u << 20);
+    r.I64s(&q.splits, static_cast<uint32_t>(job_size));
+    r.Get(&q.group_size);
+    r.Str(&q.group, kMaxName);
+    if (!r.ok() || !ValidCommon(q.op, dtype, reduce) || q.rank < 0 ||
+        q.rank >= job_size || q.group_size < 0)
+      return Malformed("request");
+    if (q.op != static_cast<uint8_t>(ControlOp::kAddProcessSet) &&
+        q.shape.size() > kMaxDims)
+      return Malformed("request");
+    for (int64_t d : q.shape)
+      if (d < 0) return Malformed("request");
+    q.dtype = static_cast<DataType>(dtype);
+    q.reduce_op = static_cast<ReduceOp>(reduce);
+  }
+  if (!r.Count(&n, 4, 1u << 24)) return Malformed("request");
+  out->cache_hits.resize(n);
+  for (auto& s : out->cache_hits) r.Get(&s);
+  r.Str(&out->abort_reason, 1u << 16);
+  if (!r.done()) return Malformed("request");
+  return Status::OK();
+}
+
+namespace {
+
+// Slots of a response every tensor of which is cached as-is; else empty.
+std::vector<uint32_t> CachedSlots(const Response& resp,
+                                  const ResponseCache* cache) {
+  std::vector<uint32_t> slots;
+  if (cache == nullptr || !ResponseCache::Cacheable(resp)) return slots;
+  for (size_t i = 0; i < resp.names.size(); ++i) {
+    Request q;
+    q.op = resp.op;
+    q.name = resp.names[i];
+    q.dtype = resp.dtype;
+    q.reduce_op = resp.reduce_op;
+    q.root = resp.root;
+    q.device = resp.device;
+    q.process_set = resp.process_set;
+    q.prescale = resp.prescale;
+    q.postscale = resp.postscale;
+    q.shape = resp.shapes[i];
+    int s = cache->Find(q);
+    if (s < 0) return {};
+    slots.push_back(static_cast<uint32_t>(s));
+  }
+  return slots;
+}
+
+}  // namespace
+
+std::string EncodeResponseList(const ResponseList& list,
+                               const ResponseCache* cache) {
+  Writer w;
+  w.Put(kResponseMagic);
+  w.Put(kVersion);
+  w.Put<uint8_t>(list.shutdown ? 1 : 0);
+  w.Put<uint32_t>(static_cast<uint32_t>(list.responses.size()));
+  for (const Response& r : list.responses) {
+    std::vector<uint32_t> slots = CachedSlots(r, cache);
+    w.Put<uint8_t>(slots.empty() ? 0 : 1);
+    if (!slots.empty()) {
+      w.Put<uint32_t>(static_cast<uint32_t>(slots.size()));
+      for (uint32_t s : slots) w.Put<uint32_t>(s);
+      continue;
+    }
+    w.Put<uint8_t>(r.op);
+    w.Put<uint8_t>(r.error ? 1 : 0);
+    w.Str(r.error_message);
+    w.Put<uint32_t>(static_cast<uint32_t>(r.names.size()));
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      w.Str(r.names[i]);
+      w.I64s(i < r.shapes.size() ? r.shapes[i] : std::vector<int64_t>());
+    }
+    w.Put<uint8_t>(static_cast<uint8_t>(r.dtype));
+    w.Put<uint8_t>(static_cast<uint8_t>(r.reduce_op));
+    w.Put<int32_t>(r.root);
+    w.Put<int32_t>(r.device);
+    w.Put<int32_t>(r.process_set);
+    w.Put<double>(r.prescale);
+    w.Put<double>(r.postscale);
+    w.I64s(r.sizes);
+  }
+  w.Put<uint32_t>(static_cast<uint32_t>(list.stale_hits.size()));
+  for (auto& s : list.stale_hits) {
+    w.Put<int32_t>(s.first);
+    w.Put<uint32_t>(s.second);
+  }
+  w.Str(list.abort_reason);
+  return w.Take();
+}
+
+Status DecodeResponseList(const std::string& bytes, int job_size,
+                          const ResponseCache* cache, ResponseList* out) {
+  Reader r(bytes);
+  uint32_t magic;
+  uint8_t version = 0, shutdown = 0;
+  if (!r.Get(&magic) || magic != kResponseMagic) return Malformed("response");
+  if (!r.Get(&version) || version != kVersion) return Malformed("response");
+  r.Get(&shutdown);
+  out->shutdown = shutdown != 0;
+  uint32_t n;
+  if (!r.Count(&n, 5, 1u << 24)) return Malformed("response");
+  out->responses.resize(n);
+  for (Response& resp : out->responses) {
+    uint8_t cached = 0;
+    r.Get(&cached);
+    if (cached) {
+      uint32_t k;
+      if (!r.Count(&k, 4, 1u << 24) || k == 0 || cache == nullptr)
+        return Malformed("response");
+      for (uint32_t i = 0; i < k; ++i) {
+        uint32_t slot = 0;
+        r.Get(&slot);
+        if (!r.ok() || !cache->Has(slot)) return Malformed("response");
+        const Response& c = cache->Get(slot);
+        if (i == 0) {
+          resp = c;
+        } else {
+          resp.names.push_back(c.names[0]);
+          resp.shapes.push_back(c.shapes[0]);
+        }
+      }
+      continue;
+    }
+    uint8_t err = 0, dtype = 0, reduce = 0;
+    r.Get(&resp.op);
+    r.Get(&err);
+    resp.error = err != 0;
+    r.Str(&resp.error_message, 1u << 20);
+    uint32_t k;
+    if (!r.Count(&k, 8, 1u << 24)) return Malformed("response");
+    resp.names.resize(k);
+    resp.shapes.resize(k);
+    for (uint32_t i = 0; i < k; ++i) {
+      r.Str(&resp.names[i], kMaxName);
+      r.I64s(&resp.shapes[i], kMaxDims);
+    }
+    r.Get(&dtype);
+    r.Get(&reduce);
+    r.Get(&resp.root);
+    r.Get(&resp.device);
+    r.Get(&resp.process_set);
+    r.Get(&resp.prescale);
+    r.Get(&resp.postscale);
+    r.I64s(&resp.sizes, 1u << 26);
+    if (!r.ok() || !ValidCommon(resp.op, dtype, reduce))
+      return Malformed("response");
+    resp.dtype = static_cast<DataType>(dtype);
+    resp.reduce_op = static_cast<ReduceOp>(reduce);
+  }
+  if (!r.Count(&n, 8, 1u << 24)) return Malformed("response");
+  out->stale_hits.resize(n);
+  for (auto& s : out->stale_hits) {
+    r.Get(&s.first);
+    r.Get(&s.second);
+    if (s.first < 0 || s.first >= job_size) return Malformed("response");
+  }
+  r.Str(&out->abort_reason, 1u << 16);
+  if (!r.done()) return Malformed("response");
+  return Status::OK();
+}
+
+}  // namespace horovod

@@ -1,0 +1,264 @@
+// horovod._core: the one seam between Python and the engine. Tensors come in
+// through DLPack (nanobind's ndarray import) and engine-allocated outputs go
+// back out as DLPack, so no framework header is ever compiled in. No logic
+// lives here beyond conversion; waits release the GIL.
+#include <horovod/engine.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+namespace nb = nanobind;
+using namespace horovod;
+
+namespace {
+
+bool ToDataType(nb::dlpack::dtype t, DataType* out) {
+  using C = nb::dlpack::dtype_code;
+  const auto code = static_cast<C>(t.code);
+  if (t.lanes != 1) return false;
+  if (code == C::Int) {
+    switch (t.bits) {
+      case 8: *out = DataType::kInt8; return true;
+      case 16: *out = DataType::kInt16; return true;
+      case 32: *out = DataType::kInt32; return true;
+      case 64: *out = DataType::kInt64; return true;
+    }
+  } else if (code == C::UInt && t.bits == 8) {
+    *out = DataType::kUInt8;
+    return true;
+  } else if (code == C::Float) {
+    switch (t.bits) {
+      case 16: *out = DataType::kFloat16; return true;
+      case 32: *out = DataType::kFloat32; return true;
+      case 64: *out = DataType::kFloat64; return true;
+    }
+  } else if (code == C::Bfloat && t.bits == 16) {
+    *out = DataType::kBFloat16;
+    return true;
+  } else if (code == C::Bool && t.bits == 8) {
+    *out = DataType::kBool;
+    return true;
+  }
+  return false;
+}
+
+nb::dlpack::dtype ToDlpack(DataType t) {
+  using C = nb::dlpack::dtype_code;
+  nb::dlpack::dtype d;
+  d.lanes = 1;
+  d.bits = static_cast<uint8_t>(DataTypeSize(t) * 8);
+  switch (t) {
+    case DataType::kUInt8: d.code = static_cast<uint8_t>(C::UInt); break;
+    case DataType::kFloat16:
+    case DataType::kFloat32:
+    case DataType::kFloat64: d.code = static_cast<uint8_t>(C::Float); break;
+    case DataType::kBFloat16: d.code = static_cast<uint8_t>(C::Bfloat); break;
+    case DataType::kBool: d.code = static_cast<uint8_t>(C::Bool); break;
+    default: d.code = static_cast<uint8_t>(C::Int); break;
+  }
+  return d;
+}
+
+[[noreturn]] void Raise(const Status& st) {
+  if (st.code() == StatusCode::kInvalidArgument)
+    throw nb::value_error(st.message().c_str());
+  throw std::runtime_error(st.message());
+}
+
+TensorView ToView(const nb::ndarray<>& a) {
+  TensorView v;
+  if (!ToDataType(a.dtype(), &v.dtype))
+    throw nb::value_error(
+        "unsupported tensor dtype: horovod supports uint8, int8, int16, "
+        "int32, int64, float16, bfloat16, float32, float64 and bool");
+  if (a.device_type() != nb::device::cpu::value)
+    v.device = a.device_id();
+  v.data = a.data();
+  int64_t expect = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expect)
+      throw nb::value_error("tensor must be contiguous");
+    expect *= a.shape(i);
+  }
+  for (size_t i = 0; i < a.ndim(); ++i) v.shape.push_back(a.shape(i));
+  return v;
+}
+
+struct PyEngine {
+  std::unique_ptr<Engine> engine;
+  Engine& get() {
+    if (!engine) throw nb::value_error("Horovod has been shut down");
+    return *engine;
+  }
+};
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  nb::class_<Handle>(m, "Handle")
+      .def("poll", &Handle::Poll)
+      .def(
+          "wait",
+          [](const Handle& h, double timeout) {
+            Status st;
+            {
+              nb::gil_scoped_release release;
+              st = h.Wait(timeout);
+            }
+            return std::make_tuple(static_cast<int>(st.code()), st.message());
+          },
+          nb::arg("timeout") = -1.0)
+      .def("output_array",
+           [](const Handle& h, int dtype) {
+             std::shared_ptr<Buffer> buf = h.output();
+             if (!buf) throw nb::value_error("operation has no output");
+             auto* keep = new std::shared_ptr<Buffer>(buf);
+             nb::capsule owner(keep, [](void* p) noexcept {
+               delete static_cast<std::shared_ptr<Buffer>*>(p);
+             });
+             std::vector<size_t> shape(h.output_shape().begin(),
+                                       h.output_shape().end());
+             return nb::ndarray<>(buf->data(), shape.size(), shape.data(),
+                                  owner, nullptr,
+                                  ToDlpack(static_cast<DataType>(dtype)));
+           })
+      .def_prop_ro("output_shape", &Handle::output_shape)
+      .def_prop_ro("received_splits", &Handle::received_splits)
+      .def_prop_ro("int_result", &Handle::join_result);
+
+  nb::class_<PyEngine>(m, "Engine")
+      .def_static("start",
+                  [](int generation) {
+                    JobInfo job;
+                    Status st = JobInfo::FromEnvironment(&job, generation);
+                    if (!st.ok()) Raise(st);
+                    auto* e = new PyEngine();
+                    {
+                      nb::gil_scoped_release release;
+                      st = Engine::Start(job, &e->engine);
+                    }
+                    if (!st.ok()) {
+                      delete e;
+                      Raise(st);
+                    }
+                    return e;
+                  })
+      .def("rank", [](PyEngine& e) { return e.get().rank(); })
+      .def("size", [](PyEngine& e) { return e.get().size(); })
+      .def("local_rank", [](PyEngine& e) { return e.get().local_rank(); })
+      .def("local_size", [](PyEngine& e) { return e.get().local_size(); })
+      .def("cross_rank", [](PyEngine& e) { return e.get().cross_rank(); })
+      .def("cross_size", [](PyEngine& e) { return e.get().cross_size(); })
+      .def("enqueue",
+           [](PyEngine& e, int op, const std::vector<nb::ndarray<>>& arrays,
+              const std::string& name, int reduce_op, double prescale,
+              double postscale, int root, std::vector<int64_t> splits,
+              int process_set) {
+             std::vector<TensorView> views;
+             views.reserve(arrays.size());
+             for (const auto& a : arrays) views.push_back(ToView(a));
+             CollectiveArgs args;
+             args.name = name;
+             args.op = static_cast<ReduceOp>(reduce_op);
+             args.prescale = prescale;
+             args.postscale = postscale;
+             args.root = root;
+             args.splits = std::move(splits);
+             args.process_set = process_set;
+             std::vector<Handle> handles;
+             Status st;
+             Engine& eng = e.get();
+             switch (static_cast<OpType>(op)) {
+               case OpType::kAllreduce:
+                 st = eng.GroupedAllreduce(views, args, &handles);
+                 break;
+               case OpType::kAllgather:
+                 st = eng.GroupedAllgather(views, args, &handles);
+                 break;
+               case OpType::kReducescatter:
+                 st = eng.GroupedReducescatter(views, args, &handles);
+                 break;
+               case OpType::kBroadcast:
+                 handles.resize(1);
+                 st = eng.Broadcast(views.at(0), args, &handles[0]);
+                 break;
+               case OpType::kAlltoall:
+                 handles.resize(1);
+                 st = eng.Alltoall(views.at(0), args, &handles[0]);
+                 break;
+               default:
+                 throw nb::value_error("unknown op");
+             }
+             if (!st.ok()) Raise(st);
+             return handles;
+           })
+      .def("barrier",
+           [](PyEngine& e, int process_set) {
+             Status st;
+             Engine& eng = e.get();
+             {
+               nb::gil_scoped_release release;
+               st = eng.Barrier(process_set);
+             }
+             if (!st.ok()) Raise(st);
+           })
+      .def("join",
+           [](PyEngine& e) {
+             int last = -1;
+             Status st;
+             Engine& eng = e.get();
+             {
+               nb::gil_scoped_release release;
+               st = eng.Join(&last);
+             }
+             if (!st.ok()) Raise(st);
+             return last;
+           })
+      .def("add_process_set",
+           [](PyEngine& e, std::vector<int> ranks) {
+             int id = -1;
+             Status st;
+             Engine& eng = e.get();
+             {
+               nb::gil_scoped_release release;
+               st = eng.AddProcessSet(ranks, &id);
+             }
+             if (!st.ok()) Raise(st);
+             return id;
+           })
+      .def("remove_process_set",
+           [](PyEngine& e, int id) {
+             Status st;
+             Engine& eng = e.get();
+             {
+               nb::gil_scoped_release release;
+               st = eng.RemoveProcessSet(id);
+             }
+             if (!st.ok()) Raise(st);
+           })
+      .def("process_set_ranks",
+           [](PyEngine& e, int id) {
+             std::vector<int> ranks;
+             Status st = e.get().ProcessSetRanks(id, &ranks);
+             if (!st.ok()) Raise(st);
+             return ranks;
+           })
+      .def("process_set_ids",
+           [](PyEngine& e) { return e.get().ProcessSetIds(); })
+      .def("shutdown", [](PyEngine& e) {
+        if (!e.engine) return;
+        nb::gil_scoped_release release;
+        e.engine.reset();
+      });
+
+  m.attr("STATUS_OK") = static_cast<int>(StatusCode::kOk);
+  m.attr("STATUS_INVALID_ARGUMENT") =
+      static_cast<int>(StatusCode::kInvalidArgument);
+  m.attr("STATUS_MISMATCH") = static_cast<int>(StatusCode::kMismatch);
+  m.attr("STATUS_ABORTED") = static_cast<int>(StatusCode::kAborted);
+  m.attr("STATUS_TIMEOUT") = static_cast<int>(StatusCode::kTimeout);
+}

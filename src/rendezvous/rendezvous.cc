@@ -1,0 +1,253 @@
+#include "rendezvous/rendezvous.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/hmac.h"
+#include "common/logging.h"
+#include "rendezvous/handshake.h"
+
+namespace horovod {
+namespace {
+
+constexpr double kPerPeerHandshakeS = 5.0;
+
+Deadline Sooner(Deadline a, double seconds) {
+  Deadline b = Deadline::After(seconds);
+  return a.at() < b.at() ? a : b;
+}
+
+std::string HexEncode(const uint8_t* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += digits[p[i] >> 4];
+    s += digits[p[i] & 15];
+  }
+  return s;
+}
+
+// Single-host launches without a launcher-provided address (mpirun, torchrun)
+// publish rank 0's port and a fresh secret in a file only this user can read.
+Status PublishRendezvousFile(const std::string& path, int port,
+                             const std::string& secret) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return Status::Internal("cannot write " + tmp);
+  chmod(tmp.c_str(), 0600);
+  std::fprintf(f, "%d %s\n", port, secret.c_str());
+  std::fclose(f);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status::Internal("cannot publish " + path);
+  return Status::OK();
+}
+
+Status ReadRendezvousFile(const std::string& path, Deadline deadline,
+                          int* port, std::string* secret) {
+  while (true) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) {
+      if (st.st_uid != getuid() || (st.st_mode & 077) != 0)
+        return Status::Aborted("refusing rendezvous file " + path +
+                               ": not private to this user");
+      std::ifstream in(path);
+      if (in >> *port >> *secret && *port > 0 && *port < 65536)
+        return Status::OK();
+    }
+    if (deadline.Expired())
+      return Status::Timeout("rank 0 did not publish " + path +
+                             " before the start timeout");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string Absent(const std::vector<Socket>& links, int self) {
+  std::string s;
+  for (size_t r = 0; r < links.size(); ++r) {
+    if (static_cast<int>(r) == self || links[r].valid()) continue;
+    s += (s.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return "[" + s + "]";
+}
+
+Status ParseAddress(const std::string& text, std::string* host, int* port) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || text.size() > 256)
+    return Status::Aborted("malformed peer address");
+  *host = text.substr(0, colon);
+  char* end = nullptr;
+  long p = std::strtol(text.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || p <= 0 || p > 65535)
+    return Status::Aborted("malformed peer port");
+  *port = static_cast<int>(p);
+  return Status::OK();
+}
+
+// Accepts authenticated links of `kind` until every slot in `links` whose
+// rank satisfies `wanted` is filled. Unauthenticated or duplicate peers are
+// logged and dropped; the wait goes on.
+template <typename Wanted, typename OnLink>
+Status AcceptLinks(const Socket& listener, const HandshakeParams& hp,
+                   LinkKind kind, Deadline deadline, std::vector<Socket>* links,
+                   Wanted wanted, OnLink on_link) {
+  auto missing = [&] {
+    for (size_t r = 0; r < links->size(); ++r)
+      if (wanted(static_cast<int>(r)) && !(*links)[r].valid()) return true;
+    return false;
+  };
+  while (missing()) {
+    Socket s;
+    std::string peer;
+    Status st = listener.Accept(deadline, &s, &peer);
+    if (st.code() == StatusCode::kTimeout)
+      return Status::Timeout(
+          "rendezvous timed out: rank(s) " + Absent(*links, hp.my_rank) +
+          " did not connect to rank " + std::to_string(hp.my_rank) +
+          " within the start timeout");
+    HVD_RETURN_IF_ERROR(st);
+    int rank = -1;
+    LinkKind got_kind;
+    st = ServerHandshake(s, hp, Sooner(deadline, kPerPeerHandshakeS), &rank,
+                         &got_kind);
+    if (st.ok() && got_kind != kind)
+      st = Status::Aborted("unexpected link kind");
+    if (st.ok() && (!wanted(rank) || (*links)[rank].valid()))
+      st = Status::Aborted("unexpected or duplicate rank " +
+                           std::to_string(rank));
+    if (st.ok()) st = on_link(rank, s);
+    if (!st.ok()) {
+      HVD_LOG(kWarning, "rank " << hp.my_rank << " rejected a connection from "
+                                << peer << ": " << st.message());
+      continue;
+    }
+    (*links)[rank] = std::move(s);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status EstablishMesh(const JobInfo& job, Mesh* out) {
+  const int n = job.size;
+  Deadline deadline = Deadline::After(job.start_timeout_s);
+  out->data.clear();
+  out->control.clear();
+  out->data.resize(n);
+  if (n == 1) return Status::OK();
+
+  HandshakeParams hp;
+  hp.secret = job.secret;
+  hp.my_rank = job.rank;
+  hp.job_size = n;
+  Socket listener;
+  std::vector<std::string> addrs(n);
+
+  if (job.rank == 0) {
+    std::string bind = job.controller_addr.empty() ? job.bind_addr
+                                                   : job.controller_addr;
+    int port = 0;
+    HVD_RETURN_IF_ERROR(Socket::Listen(bind, job.controller_port,
+                                       std::max(128, n), &listener, &port));
+    if (job.controller_port == 0) {
+      if (job.rendezvous_file.empty())
+        return Status::InvalidArgument("no controller port and no rendezvous file");
+      uint8_t raw[32];
+      if (!SecureRandom(raw, sizeof(raw)))
+        return Status::Internal("no secure random source");
+      hp.secret = HexEncode(raw, sizeof(raw));
+      HVD_RETURN_IF_ERROR(
+          PublishRendezvousFile(job.rendezvous_file, port, hp.secret));
+    } else if (hp.secret.empty()) {
+      return Status::InvalidArgument(
+          "HOROVOD_SECRET_KEY is not set: a multi-process job needs the job "
+          "secret (horovodrun sets it)");
+    }
+    addrs[0] = (bind.empty() || bind == "0.0.0.0" ? std::string("127.0.0.1")
+                                                  : bind) +
+               ":" + std::to_string(port);
+    out->control.resize(n);
+    Status st = AcceptLinks(
+        listener, hp, LinkKind::kControl, deadline, &out->control,
+        [](int r) { return r != 0; },
+        [&](int r, const Socket& s) {
+          std::string a, host;
+          int p;
+          HVD_RETURN_IF_ERROR(s.ReadFrame(300, Sooner(deadline, 5), &a));
+          HVD_RETURN_IF_ERROR(ParseAddress(a, &host, &p));
+          addrs[r] = a;
+          return Status::OK();
+        });
+    if (!job.rendezvous_file.empty() && job.controller_port == 0)
+      std::remove(job.rendezvous_file.c_str());
+    HVD_RETURN_IF_ERROR(st);
+    std::ostringstream table;
+    for (int r = 0; r < n; ++r) table << addrs[r] << "\n";
+    for (int r = 1; r < n; ++r)
+      HVD_RETURN_IF_ERROR(out->control[r].WriteFrame(table.str(), deadline));
+  } else {
+    int port = job.controller_port;
+    if (port == 0) {
+      HVD_RETURN_IF_ERROR(
+          ReadRendezvousFile(job.rendezvous_file, deadline, &port, &hp.secret));
+    } else if (hp.secret.empty()) {
+      return Status::InvalidArgument(
+          "HOROVOD_SECRET_KEY is not set: a multi-process job needs the job "
+          "secret (horovodrun sets it)");
+    }
+    std::string host =
+        job.controller_addr.empty() ? "127.0.0.1" : job.controller_addr;
+    out->control.resize(1);
+    Socket ctl;
+    Status st = Socket::Connect(host, port, deadline, &ctl);
+    if (!st.ok())
+      return Status::Timeout("rank " + std::to_string(job.rank) +
+                             " could not reach rank 0: " + st.message());
+    hp.kind = LinkKind::kControl;
+    HVD_RETURN_IF_ERROR(ClientHandshake(ctl, hp, 0, deadline));
+    std::string local = job.bind_addr.empty() ? ctl.LocalAddress() : job.bind_addr;
+    int my_port = 0;
+    HVD_RETURN_IF_ERROR(
+        Socket::Listen(local, 0, std::max(128, n), &listener, &my_port));
+    HVD_RETURN_IF_ERROR(
+        ctl.WriteFrame(local + ":" + std::to_string(my_port), deadline));
+    std::string table;
+    st = ctl.ReadFrame(static_cast<size_t>(n) * 300 + 64, deadline, &table);
+    if (!st.ok())
+      return Status::Timeout("rank " + std::to_string(job.rank) +
+                             " did not receive the peer table from rank 0: " +
+                             st.message() +
+                             " (another rank may have failed to start)");
+    std::istringstream lines(table);
+    for (int r = 0; r < n; ++r) {
+      if (!std::getline(lines, addrs[r]))
+        return Status::Aborted("truncated peer table from rank 0");
+    }
+    out->control[0] = std::move(ctl);
+    // Dial every lower rank.
+    hp.kind = LinkKind::kData;
+    for (int r = 0; r < job.rank; ++r) {
+      std::string h;
+      int p;
+      HVD_RETURN_IF_ERROR(ParseAddress(addrs[r], &h, &p));
+      Socket s;
+      HVD_RETURN_IF_ERROR(Socket::Connect(h, p, deadline, &s));
+      HVD_RETURN_IF_ERROR(ClientHandshake(s, hp, r, deadline));
+      out->data[r] = std::move(s);
+    }
+  }
+  // Accept every higher rank's data link.
+  HVD_RETURN_IF_ERROR(AcceptLinks(
+      listener, hp, LinkKind::kData, deadline, &out->data,
+      [&](int r) { return r > job.rank; },
+      [](int, const Socket&) { return Status::OK(); }));
+  for (auto& s : out->data)
+    if (s.valid()) s.TuneForBulk();
+  return Status::OK();
+}
+
+}  // namespace horovod

@@ -1,0 +1,69 @@
+// Socket: RAII file descriptor plus the blocking-with-deadline primitives the
+// rendezvous and transports build on. All fds are non-blocking; every read
+// and write waits with poll(2) against a Deadline. Thread-compatible.
+#ifndef HOROVOD_RENDEZVOUS_SOCKET_H_
+#define HOROVOD_RENDEZVOUS_SOCKET_H_
+
+#include <horovod/status.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/deadline.h"
+
+namespace horovod {
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { Close(); }
+  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept {
+    if (this != &o) {
+      Close();
+      fd_ = o.fd_;
+      o.fd_ = -1;
+    }
+    return *this;
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void Close();
+  int Release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+
+  // Listens on addr:port (port 0: ephemeral). `backlog` bounds queued peers.
+  static Status Listen(const std::string& addr, int port, int backlog,
+                       Socket* out, int* bound_port);
+  // Retries refused connections until the deadline (the peer may not be up).
+  static Status Connect(const std::string& host, int port, Deadline deadline,
+                        Socket* out);
+  Status Accept(Deadline deadline, Socket* out, std::string* peer) const;
+
+  Status WriteAll(const void* buf, size_t len, Deadline deadline) const;
+  Status ReadAll(void* buf, size_t len, Deadline deadline) const;
+  // A frame is a 4-byte magic, a 4-byte little-endian length, then the body.
+  // Lengths above max_len are rejected before anything is allocated.
+  Status WriteFrame(const std::string& body, Deadline deadline) const;
+  Status ReadFrame(size_t max_len, Deadline deadline, std::string* body) const;
+
+  std::string LocalAddress() const;
+  void TuneForBulk() const;
+
+ private:
+  int fd_ = -1;
+};
+
+constexpr uint32_t kFrameMagic = 0x31445648;  // "HVD1"
+
+}  // namespace horovod
+
+#endif  // HOROVOD_RENDEZVOUS_SOCKET_H_

@@ -1,0 +1,544 @@
+// EngineImpl: owns the parts of a running engine and runs the background
+// loop. One loop iteration:
+//   1. take newly enqueued requests (as cache slots when cached);
+//   2. rank 0: fold them and the workers' lists into the Coordinator and,
+//      when it says so, broadcast a response list; workers: send their list
+//      to rank 0 and wait for response lists;
+//   3. execute each response list in order (same order on every rank).
+// The loop sleeps in poll(2) on the queue's eventfd and the control sockets,
+// so it wakes on enqueue or on a message and never spins.
+#include <poll.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <unordered_map>
+
+#include "common/knobs.h"
+#include "common/logging.h"
+#include "coordination/coordinator.h"
+#include "coordination/wire.h"
+#include "horovod/engine.h"
+#include "rendezvous/rendezvous.h"
+#include "runtime/executor.h"
+#include "runtime/process_set_table.h"
+#include "runtime/tensor_queue.h"
+#include "transport/loopback_transport.h"
+#include "transport/tcp_transport.h"
+
+namespace horovod {
+namespace {
+
+constexpr size_t kMaxControlFrame = 64u << 20;
+constexpr double kShutdownWaitS = 60;
+
+std::string ShutdownMessage() {
+  return "Horovod has been shut down. This was caused by an exception on one "
+         "of the ranks or an attempt to run a collective after shutdown.";
+}
+
+}  // namespace
+
+class EngineImpl {
+ public:
+  EngineImpl(const JobInfo& job, Knobs knobs)
+      : job_(job),
+        knobs_(knobs),
+        cache_(knobs.cache_capacity),
+        sets_(job.size) {}
+
+  ~EngineImpl() { Shutdown(); }
+
+  Status Start() {
+    Mesh mesh;
+    HVD_RETURN_IF_ERROR(EstablishMesh(job_, &mesh));
+    if (job_.size == 1) {
+      fabric_ = std::make_unique<LoopbackFabric>(1);
+      transport_ = std::make_unique<LoopbackTransport>(fabric_.get(), 0);
+    } else {
+      transport_ = std::make_unique<TcpTransport>(
+          job_.rank, std::move(mesh.data), knobs_.operation_timeout_s);
+    }
+    control_ = std::move(mesh.control);
+    if (job_.rank == 0) {
+      CoordinatorConfig cc;
+      cc.size = job_.size;
+      cc.fusion_threshold = knobs_.fusion_threshold;
+      cc.cycle_time_s = knobs_.cycle_time_ms / 1000.0;
+      cc.stall_check_s = knobs_.stall_check_s;
+      cc.stall_check = !knobs_.stall_check_disable;
+      cc.stall_shutdown_s = knobs_.stall_shutdown_s;
+      coordinator_ = std::make_unique<Coordinator>(cc, &cache_);
+    }
+    executor_ = std::make_unique<Executor>(transport_.get(), &queue_, &sets_,
+                                           knobs_);
+    thread_ = std::thread([this] { Loop(); });
+    return Status::OK();
+  }
+
+  const JobInfo& job() const { return job_; }
+  ProcessSetTable& sets() { return sets_; }
+
+  Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
+                 const CollectiveArgs& args, std::vector<Handle>* handles) {
+    std::vector<int> members;
+    if (!sets_.Get(args.process_set, &members))
+      return Status::InvalidArgument("process set " +
+                                     std::to_string(args.process_set) +
+                                     " is not registered on rank " +
+                                     std::to_string(job_.rank));
+    if (std::find(members.begin(), members.end(), job_.rank) == members.end())
+      return Status::InvalidArgument(
+          "rank " + std::to_string(job_.rank) + " is not a member of process set " +
+          std::to_string(args.process_set));
+    std::vector<TensorEntry> entries;
+    handles->clear();
+    std::string group;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      TensorEntry e;
+      Request& r = e.request;
+      r.rank = job_.rank;
+      r.op = static_cast<uint8_t>(op);
+      r.name = args.name.empty() ? AutoName(op) : args.name;
+      if (tensors.size() > 1 && !args.name.empty())
+        r.name += "." + std::to_string(i);
+      r.dtype = tensors[i].dtype;
+      r.reduce_op = args.op;
+      r.root = args.root;
+      r.device = tensors[i].device;
+      r.process_set = args.process_set;
+      r.prescale = args.prescale;
+      r.postscale = args.postscale;
+      r.shape = tensors[i].shape;
+      if (tensors.size() > 1) {
+        if (i == 0) group = r.name;
+        r.group = group;
+        r.group_size = static_cast<int32_t>(tensors.size());
+      }
+      HVD_RETURN_IF_ERROR(Validate(op, tensors[i], args, members, &r));
+      e.tensor = tensors[i];
+      e.handle = std::make_shared<HandleState>();
+      handles->emplace_back(e.handle);
+      entries.push_back(std::move(e));
+    }
+    return queue_.Add(std::move(entries));
+  }
+
+  Status EnqueueControl(uint8_t op, const std::string& name,
+                        std::vector<int64_t> shape, int root, int process_set,
+                        Handle* handle) {
+    TensorEntry e;
+    e.request.rank = job_.rank;
+    e.request.op = op;
+    e.request.name = name;
+    e.request.shape = std::move(shape);
+    e.request.root = root;
+    e.request.process_set = process_set;
+    e.request.dtype = DataType::kUInt8;
+    e.handle = std::make_shared<HandleState>();
+    *handle = Handle(e.handle);
+    std::vector<TensorEntry> v;
+    v.push_back(std::move(e));
+    return queue_.Add(std::move(v));
+  }
+
+  Status Shutdown() {
+    if (!thread_.joinable()) return Status::OK();
+    shutdown_requested_.store(true);
+    queue_.Wake();
+    // The loop ends when every rank has asked (or a peer is lost); bound the
+    // wait so a rank that never shuts down cannot hold this one forever.
+    auto until = Clock::now() + std::chrono::seconds(static_cast<int>(kShutdownWaitS));
+    while (!loop_done_.load() && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!loop_done_.load()) {
+      Fatal("rank " + std::to_string(job_.rank) +
+            " gave up waiting for the other ranks to shut down");
+    }
+    thread_.join();
+    queue_.FailAll(Status::Aborted(ShutdownMessage()));
+    return Status::OK();
+  }
+
+ private:
+  std::string AutoName(OpType op) {
+    return std::string(OpTypeName(op)) + ".noname." +
+           std::to_string(auto_name_counter_[static_cast<int>(op)]++);
+  }
+
+  Status Validate(OpType op, const TensorView& t, const CollectiveArgs& args,
+                  const std::vector<int>& members, Request* r) {
+    const std::string where = " (rank " + std::to_string(job_.rank) +
+                              ", tensor '" + r->name + "')";
+    if (t.device != -1)
+      return Status::InvalidArgument(
+          "only CPU tensors are supported by this build" + where);
+    for (int64_t d : t.shape)
+      if (d < 0) return Status::InvalidArgument("negative dimension" + where);
+    if (t.data == nullptr && t.NumElements() > 0)
+      return Status::InvalidArgument("tensor has no data" + where);
+    const bool reduces = op == OpType::kAllreduce || op == OpType::kReducescatter;
+    if (reduces && args.op == ReduceOp::kAdasum)
+      return Status::InvalidArgument(
+          "op=Adasum is not supported by this engine yet; use Average or "
+          "Sum" + where);
+    if (t.dtype == DataType::kBool &&
+        (op == OpType::kReducescatter ||
+         (op == OpType::kAllreduce && args.op == ReduceOp::kAverage)))
+      return Status::InvalidArgument(
+          std::string("bool tensors support allreduce with Sum, Min, Max or "
+                      "Product, allgather, broadcast and alltoall; not ") +
+          (op == OpType::kReducescatter ? "reducescatter" : "Average") + where);
+    if (reduces && (args.prescale != 1.0 || args.postscale != 1.0) &&
+        t.dtype == DataType::kBool)
+      return Status::InvalidArgument("bool tensors cannot be scaled" + where);
+    if (op == OpType::kBroadcast &&
+        std::find(members.begin(), members.end(), args.root) == members.end())
+      return Status::InvalidArgument(
+          "broadcast root rank " + std::to_string(args.root) +
+          " is out of range for a process set of ranks " + ShapeString(
+              std::vector<int64_t>(members.begin(), members.end())) + where);
+    if ((op == OpType::kAllgather || op == OpType::kAlltoall) &&
+        t.shape.empty())
+      return Status::InvalidArgument(std::string(OpTypeName(op)) +
+                                     " needs a tensor of at least one "
+                                     "dimension" + where);
+    if (op == OpType::kAlltoall) {
+      const int64_t n = static_cast<int64_t>(members.size());
+      if (args.splits.empty()) {
+        if (t.shape[0] % n != 0)
+          return Status::InvalidArgument(
+              "alltoall without splits needs dim 0 (" +
+              std::to_string(t.shape[0]) + ") divisible by the number of "
+              "ranks (" + std::to_string(n) + ")" + where);
+        r->splits.assign(n, t.shape[0] / n);
+      } else {
+        if (static_cast<int64_t>(args.splits.size()) != n)
+          return Status::InvalidArgument(
+              "alltoall splits have " + std::to_string(args.splits.size()) +
+              " entries but the process set has " + std::to_string(n) +
+              " ranks" + where);
+        int64_t sum = 0;
+        for (int64_t s : args.splits) {
+          if (s < 0)
+            return Status::InvalidArgument("negative alltoall split" + where);
+          sum += s;
+        }
+        if (sum != t.shape[0])
+          return Status::InvalidArgument(
+              "alltoall splits sum to " + std::to_string(sum) +
+              " but dim 0 is " + std::to_string(t.shape[0]) + where);
+        r->splits = args.splits;
+      }
+    }
+    return Status::OK();
+  }
+
+  // --- background loop -----------------------------------------------------
+
+  void Loop() {
+    Status st = job_.rank == 0 ? CoordinatorLoop() : WorkerLoop();
+    if (!st.ok()) Fatal(st.message());
+    loop_done_.store(true);
+  }
+
+  RequestList CollectRequests() {
+    RequestList list;
+    list.epoch = epoch_;
+    for (Request& r : queue_.TakeNew()) {
+      int slot = job_.rank == 0 ? -1 : cache_.Find(r);
+      if (slot >= 0) {
+        list.cache_hits.push_back(static_cast<uint32_t>(slot));
+        hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
+      } else {
+        list.requests.push_back(std::move(r));
+      }
+    }
+    if (shutdown_requested_.load() && !shutdown_sent_) {
+      list.shutdown = true;
+      shutdown_sent_ = true;
+    }
+    return list;
+  }
+
+  static bool Empty(const RequestList& l) {
+    return l.requests.empty() && l.cache_hits.empty() && !l.shutdown;
+  }
+
+  Status CoordinatorLoop() {
+    const int n = job_.size;
+    std::vector<pollfd> fds(n);
+    while (true) {
+      fds[0] = {queue_.wake_fd(), POLLIN, 0};
+      for (int r = 1; r < n; ++r) fds[r] = {control_[r].fd(), POLLIN, 0};
+      auto now = Clock::now();
+      int timeout = 1000;
+      auto wake = coordinator_->NextWake(now);
+      if (wake != Clock::time_point::max())
+        timeout = static_cast<int>(std::min<int64_t>(
+            1000, std::chrono::duration_cast<std::chrono::milliseconds>(
+                      wake - now).count() + 1));
+      if (coordinator_->ShouldEmit(now)) timeout = 0;
+      poll(fds.data(), n, timeout);
+      if (fds[0].revents) queue_.DrainWake();
+      now = Clock::now();
+      RequestList mine = CollectRequests();
+      if (!Empty(mine)) coordinator_->AddRequestList(0, mine, now);
+      for (int r = 1; r < n; ++r) {
+        if (!fds[r].revents) continue;
+        std::string frame;
+        Status st = control_[r].ReadFrame(
+            kMaxControlFrame, Deadline::After(knobs_.operation_timeout_s),
+            &frame);
+        if (!st.ok())
+          return Status::Aborted("rank " + std::to_string(r) +
+                                 " disconnected (" + st.message() +
+                                 "); it probably died");
+        RequestList list;
+        HVD_RETURN_IF_ERROR(DecodeRequestList(frame, n, &list));
+        if (!list.abort_reason.empty())
+          return Status::Aborted("rank " + std::to_string(r) + " failed: " +
+                                 list.abort_reason);
+        coordinator_->AddRequestList(r, list, now);
+      }
+      for (const std::string& w : coordinator_->TakeStallWarnings(now))
+        HVD_LOG(kWarning, w);
+      if (!coordinator_->ShouldEmit(now)) continue;
+      ResponseList out = coordinator_->TakeResponses(now);
+      std::string frame = EncodeResponseList(out, &cache_);
+      for (int r = 1; r < n; ++r)
+        HVD_RETURN_IF_ERROR(control_[r].WriteFrame(
+            frame, Deadline::After(knobs_.operation_timeout_s)));
+      HVD_RETURN_IF_ERROR(ExecuteList(out));
+      if (out.shutdown) return Status::OK();
+    }
+  }
+
+  Status WorkerLoop() {
+    const Socket& ctl = control_[0];
+    while (true) {
+      pollfd fds[2] = {{queue_.wake_fd(), POLLIN, 0}, {ctl.fd(), POLLIN, 0}};
+      poll(fds, 2, 1000);
+      if (fds[0].revents) queue_.DrainWake();
+      RequestList mine = CollectRequests();
+      Status st;
+      if (!Empty(mine))
+        st = ctl.WriteFrame(EncodeRequestList(mine),
+                            Deadline::After(knobs_.operation_timeout_s));
+      if (!st.ok())
+        return Status::Aborted("lost connection to rank 0 (" + st.message() +
+                               "); it probably died");
+      if (!fds[1].revents) continue;
+      std::string frame;
+      st = ctl.ReadFrame(kMaxControlFrame,
+                         Deadline::After(knobs_.operation_timeout_s), &frame);
+      if (!st.ok())
+        return Status::Aborted("lost connection to rank 0 (" + st.message() +
+                               "); it probably died");
+      ResponseList list;
+      HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
+      if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
+      HVD_RETURN_IF_ERROR(ExecuteList(list));
+      if (list.shutdown) return Status::OK();
+    }
+  }
+
+  Status ExecuteList(const ResponseList& list) {
+    ++epoch_;
+    for (const Response& r : list.responses) {
+      HVD_RETURN_IF_ERROR(executor_->Execute(r));
+      // Every rank applies the same Puts in the same order: caches agree.
+      if (ResponseCache::Cacheable(r)) {
+        for (size_t i = 0; i < r.names.size(); ++i) {
+          Response single = r;
+          single.names = {r.names[i]};
+          single.shapes = {r.shapes[i]};
+          cache_.Put(single, epoch_);
+        }
+      }
+    }
+    // Hits the coordinator could not trust go again in full.
+    std::vector<Request> resend;
+    for (auto& s : list.stale_hits) {
+      if (s.first != job_.rank) continue;
+      auto it = hit_keys_.find(s.second);
+      Request r;
+      if (it != hit_keys_.end() && queue_.Find(it->second, &r))
+        resend.push_back(r);
+    }
+    if (!resend.empty()) {
+      RequestList l;
+      l.epoch = epoch_;
+      l.requests = resend;
+      HVD_RETURN_IF_ERROR(control_[0].WriteFrame(
+          EncodeRequestList(l), Deadline::After(knobs_.operation_timeout_s)));
+    }
+    return Status::OK();
+  }
+
+  // The job cannot continue: tell the peers why (best effort), break every
+  // link so they notice at once, and fail every pending operation.
+  void Fatal(const std::string& reason) {
+    std::string text = "rank " + std::to_string(job_.rank) + ": " + reason;
+    HVD_LOG(kError, text);
+    if (job_.size > 1) {
+      if (job_.rank == 0) {
+        ResponseList l;
+        l.abort_reason = reason;
+        std::string frame = EncodeResponseList(l, nullptr);
+        for (size_t r = 1; r < control_.size(); ++r)
+          if (control_[r].valid())
+            (void)control_[r].WriteFrame(frame, Deadline::After(0.5));
+      } else if (!control_.empty() && control_[0].valid()) {
+        RequestList l;
+        l.abort_reason = reason;
+        (void)control_[0].WriteFrame(EncodeRequestList(l), Deadline::After(0.5));
+      }
+      transport_->Abort(reason);
+      for (auto& s : control_) s.Close();
+    }
+    queue_.FailAll(Status::Aborted(text));
+  }
+
+  JobInfo job_;
+  Knobs knobs_;
+  ResponseCache cache_;
+  ProcessSetTable sets_;
+  TensorQueue queue_;
+  std::unique_ptr<LoopbackFabric> fabric_;
+  std::unique_ptr<Transport> transport_;
+  std::vector<Socket> control_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<Executor> executor_;
+  std::thread thread_;
+  std::atomic<bool> shutdown_requested_{false};
+  std::atomic<bool> loop_done_{false};
+  bool shutdown_sent_ = false;
+  uint64_t epoch_ = 0;
+  std::unordered_map<uint32_t, std::string> hit_keys_;
+  std::atomic<uint64_t> auto_name_counter_[8] = {};
+};
+
+// --- public API ------------------------------------------------------------
+
+Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() { impl_->Shutdown(); }
+
+Status Engine::Start(const JobInfo& job, std::unique_ptr<Engine>* out) {
+  auto impl = std::make_unique<EngineImpl>(job, Knobs::FromEnvironment());
+  HVD_RETURN_IF_ERROR(impl->Start());
+  out->reset(new Engine(std::move(impl)));
+  return Status::OK();
+}
+
+int Engine::rank() const { return impl_->job().rank; }
+int Engine::size() const { return impl_->job().size; }
+int Engine::local_rank() const { return impl_->job().local_rank; }
+int Engine::local_size() const { return impl_->job().local_size; }
+int Engine::cross_rank() const { return impl_->job().cross_rank; }
+int Engine::cross_size() const { return impl_->job().cross_size; }
+
+namespace {
+Status One(Status st, std::vector<Handle>& hs, Handle* h) {
+  if (st.ok()) *h = hs[0];
+  return st;
+}
+}  // namespace
+
+Status Engine::Allreduce(const TensorView& t, const CollectiveArgs& a,
+                         Handle* h) {
+  std::vector<Handle> hs;
+  return One(impl_->Enqueue(OpType::kAllreduce, {t}, a, &hs), hs, h);
+}
+Status Engine::GroupedAllreduce(const std::vector<TensorView>& ts,
+                                const CollectiveArgs& a,
+                                std::vector<Handle>* hs) {
+  return impl_->Enqueue(OpType::kAllreduce, ts, a, hs);
+}
+Status Engine::Allgather(const TensorView& t, const CollectiveArgs& a,
+                         Handle* h) {
+  std::vector<Handle> hs;
+  return One(impl_->Enqueue(OpType::kAllgather, {t}, a, &hs), hs, h);
+}
+Status Engine::GroupedAllgather(const std::vector<TensorView>& ts,
+                                const CollectiveArgs& a,
+                                std::vector<Handle>* hs) {
+  return impl_->Enqueue(OpType::kAllgather, ts, a, hs);
+}
+Status Engine::Broadcast(const TensorView& t, const CollectiveArgs& a,
+                         Handle* h) {
+  std::vector<Handle> hs;
+  return One(impl_->Enqueue(OpType::kBroadcast, {t}, a, &hs), hs, h);
+}
+Status Engine::Alltoall(const TensorView& t, const CollectiveArgs& a,
+                        Handle* h) {
+  std::vector<Handle> hs;
+  return One(impl_->Enqueue(OpType::kAlltoall, {t}, a, &hs), hs, h);
+}
+Status Engine::Reducescatter(const TensorView& t, const CollectiveArgs& a,
+                             Handle* h) {
+  std::vector<Handle> hs;
+  return One(impl_->Enqueue(OpType::kReducescatter, {t}, a, &hs), hs, h);
+}
+Status Engine::GroupedReducescatter(const std::vector<TensorView>& ts,
+                                    const CollectiveArgs& a,
+                                    std::vector<Handle>* hs) {
+  return impl_->Enqueue(OpType::kReducescatter, ts, a, hs);
+}
+
+Status Engine::Barrier(int process_set) {
+  Handle h;
+  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(
+      static_cast<uint8_t>(OpType::kBarrier), "__barrier__", {}, 0,
+      process_set, &h));
+  return h.Wait();
+}
+
+Status Engine::Join(int* last_joined_rank) {
+  Handle h;
+  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(static_cast<uint8_t>(OpType::kJoin),
+                                            kJoinTensorName, {}, 0, 0, &h));
+  HVD_RETURN_IF_ERROR(h.Wait());
+  *last_joined_rank = h.join_result();
+  return Status::OK();
+}
+
+Status Engine::AddProcessSet(const std::vector<int>& ranks, int* id) {
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.empty() ||
+      std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
+      sorted.front() < 0 || sorted.back() >= size())
+    return Status::InvalidArgument(
+        "invalid process set ranks " +
+        ShapeString(std::vector<int64_t>(ranks.begin(), ranks.end())) +
+        " for a job of size " + std::to_string(size()));
+  Handle h;
+  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(
+      static_cast<uint8_t>(ControlOp::kAddProcessSet), "__add_process_set__",
+      std::vector<int64_t>(sorted.begin(), sorted.end()), 0, 0, &h));
+  HVD_RETURN_IF_ERROR(h.Wait());
+  *id = h.join_result();
+  return Status::OK();
+}
+
+Status Engine::RemoveProcessSet(int id) {
+  Handle h;
+  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(
+      static_cast<uint8_t>(ControlOp::kRemoveProcessSet),
+      "__remove_process_set__", {}, id, 0, &h));
+  return h.Wait();
+}
+
+Status Engine::ProcessSetRanks(int id, std::vector<int>* ranks) const {
+  if (!impl_->sets().Get(id, ranks))
+    return Status::InvalidArgument("process set " + std::to_string(id) +
+                                   " is not registered");
+  return Status::OK();
+}
+
+std::vector<int> Engine::ProcessSetIds() const { return impl_->sets().Ids(); }
+
+Status Engine::Shutdown() { return impl_->Shutdown(); }
+
+}  // namespace horovod

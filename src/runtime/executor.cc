@@ -1,0 +1,227 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/collectives.h"
+#include "collectives/reduce.h"
+
+namespace horovod {
+namespace {
+
+int64_t Product(const std::vector<int64_t>& v, size_t from = 0) {
+  int64_t n = 1;
+  for (size_t i = from; i < v.size(); ++i) n *= v[i];
+  return n;
+}
+
+std::string KeyOf(int process_set, const std::string& name) {
+  return std::to_string(process_set) + ":" + name;
+}
+
+bool Is(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
+
+}  // namespace
+
+Executor::Executor(Transport* transport, TensorQueue* queue,
+                   ProcessSetTable* sets, const Knobs& knobs)
+    : transport_(transport), queue_(queue), sets_(sets) {
+  algo_.small_allreduce_bytes = knobs.small_allreduce_bytes;
+  algo_.ring_chunk_bytes = knobs.ring_chunk_bytes;
+}
+
+void Executor::Finish(TensorEntry& e, const Status& s) { e.handle->Complete(s); }
+
+Status Executor::Execute(const Response& r) {
+  if (r.error) {
+    for (const auto& name : r.names) {
+      TensorEntry e;
+      if (queue_->Take(KeyOf(r.process_set, name), &e))
+        Finish(e, Status::Mismatch(r.error_message));
+    }
+    return Status::OK();
+  }
+  if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet) ||
+      r.op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet)) {
+    int id = static_cast<int>(r.sizes[0]);
+    if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet))
+      sets_->Put(id, std::vector<int>(r.sizes.begin() + 1, r.sizes.end()));
+    else
+      sets_->Remove(id);
+    TensorEntry e;
+    if (queue_->Take(KeyOf(0, r.names[0]), &e)) {
+      e.handle->int_result = id;
+      Finish(e, Status::OK());
+    }
+    return Status::OK();
+  }
+  if (Is(r.op, OpType::kJoin)) {
+    TensorEntry e;
+    if (queue_->Take(KeyOf(0, r.names[0]), &e)) {
+      e.handle->int_result = static_cast<int>(r.sizes[0]);
+      Finish(e, Status::OK());
+    }
+    return Status::OK();
+  }
+  std::vector<int> members;
+  if (!sets_->Get(r.process_set, &members) ||
+      std::find(members.begin(), members.end(), transport_->rank()) ==
+          members.end())
+    return Status::OK();  // not ours to run
+  Communicator comm(transport_, members, &algo_scratch_, algo_);
+  switch (static_cast<OpType>(r.op)) {
+    case OpType::kAllreduce: return Allreduce(r, comm);
+    case OpType::kAllgather: return Allgather(r, comm);
+    case OpType::kBroadcast: return Broadcast(r, comm);
+    case OpType::kAlltoall: return Alltoall(r, comm);
+    case OpType::kReducescatter: return Reducescatter(r, comm);
+    case OpType::kBarrier: {
+      TensorEntry e;
+      if (queue_->Take(KeyOf(r.process_set, r.names[0]), &e))
+        Finish(e, Status::OK());
+      return Status::OK();
+    }
+    default:
+      return Status::Internal("unknown response op");
+  }
+}
+
+Status Executor::Allreduce(const Response& r, Communicator& comm) {
+  const size_t n = r.names.size();
+  const size_t esize = DataTypeSize(r.dtype);
+  std::vector<TensorEntry> entries(n);
+  std::vector<bool> present(n);
+  int64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    present[i] = queue_->Take(KeyOf(r.process_set, r.names[i]), &entries[i]);
+    total += Product(r.shapes[i]);
+  }
+  ReduceOp op = r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum
+                                                  : r.reduce_op;
+  double post = r.postscale;
+  if (r.reduce_op == ReduceOp::kAverage) post /= comm.size();
+  // A single tensor is reduced where it lies; several (or a joined rank's
+  // zeros) go through the persistent fusion buffer.
+  char* buf;
+  const bool in_place = n == 1 && present[0];
+  if (in_place) {
+    buf = static_cast<char*>(entries[0].tensor.data);
+  } else {
+    buf = fusion_buffer_.Get(static_cast<size_t>(total) * esize);
+    size_t off = 0;
+    for (size_t i = 0; i < n; ++i) {
+      size_t bytes = static_cast<size_t>(Product(r.shapes[i])) * esize;
+      if (present[i]) std::memcpy(buf + off, entries[i].tensor.data, bytes);
+      else std::memset(buf + off, 0, bytes);
+      off += bytes;
+    }
+  }
+  ScaleBuffer(buf, total, r.dtype, r.prescale);
+  Status st = horovod::Allreduce(comm, buf, total, r.dtype, op);
+  if (st.ok()) ScaleBuffer(buf, total, r.dtype, post);
+  if (st.ok() && !in_place) {
+    size_t off = 0;
+    for (size_t i = 0; i < n; ++i) {
+      size_t bytes = static_cast<size_t>(Product(r.shapes[i])) * esize;
+      if (present[i]) std::memcpy(entries[i].tensor.data, buf + off, bytes);
+      off += bytes;
+    }
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (present[i]) Finish(entries[i], st);
+  return st;
+}
+
+Status Executor::Allgather(const Response& r, Communicator& comm) {
+  TensorEntry e;
+  if (!queue_->Take(KeyOf(r.process_set, r.names[0]), &e)) return Status::OK();
+  const std::vector<int64_t>& shape = e.tensor.shape;
+  const int64_t row = Product(shape, 1) * DataTypeSize(r.dtype);
+  std::vector<int64_t> bytes(comm.size());
+  int64_t rows = 0;
+  for (int m = 0; m < comm.size(); ++m) {
+    bytes[m] = r.sizes[m] * row;
+    rows += r.sizes[m];
+  }
+  auto out = std::make_shared<Buffer>(static_cast<size_t>(rows * row));
+  Status st = Allgatherv(comm, e.tensor.data, out->data(), bytes);
+  e.handle->output = out;
+  e.handle->output_shape = shape;
+  e.handle->output_shape[0] = rows;
+  Finish(e, st);
+  return st;
+}
+
+Status Executor::Broadcast(const Response& r, Communicator& comm) {
+  TensorEntry e;
+  if (!queue_->Take(KeyOf(r.process_set, r.names[0]), &e)) return Status::OK();
+  int root = 0;
+  for (int m = 0; m < comm.size(); ++m)
+    if (comm.global_rank(m) == r.root) root = m;
+  Status st = horovod::Broadcast(comm, e.tensor.data,
+                                 static_cast<int64_t>(e.tensor.NumBytes()), root);
+  Finish(e, st);
+  return st;
+}
+
+Status Executor::Alltoall(const Response& r, Communicator& comm) {
+  TensorEntry e;
+  if (!queue_->Take(KeyOf(r.process_set, r.names[0]), &e)) return Status::OK();
+  const int n = comm.size(), me = comm.rank();
+  const int64_t row = Product(e.tensor.shape, 1) * DataTypeSize(r.dtype);
+  std::vector<int64_t> send(n), recv(n), splits(n);
+  int64_t rows = 0;
+  for (int m = 0; m < n; ++m) {
+    send[m] = r.sizes[me * n + m] * row;
+    splits[m] = r.sizes[m * n + me];
+    recv[m] = splits[m] * row;
+    rows += splits[m];
+  }
+  auto out = std::make_shared<Buffer>(static_cast<size_t>(rows * row));
+  Status st = Alltoallv(comm, e.tensor.data, send, out->data(), recv);
+  e.handle->output = out;
+  e.handle->output_shape = e.tensor.shape;
+  e.handle->output_shape[0] = rows;
+  e.handle->received_splits = splits;
+  Finish(e, st);
+  return st;
+}
+
+Status Executor::Reducescatter(const Response& r, Communicator& comm) {
+  TensorEntry e;
+  if (!queue_->Take(KeyOf(r.process_set, r.names[0]), &e)) return Status::OK();
+  const int n = comm.size(), me = comm.rank();
+  const std::vector<int64_t>& shape = e.tensor.shape;
+  const int64_t dim0 = shape.empty() ? 1 : shape[0];
+  const int64_t row_elems = Product(shape, 1);
+  const size_t esize = DataTypeSize(r.dtype);
+  // Upstream's split: the first dim0 % n members get one extra row.
+  std::vector<int64_t> counts(n);
+  int64_t my_offset = 0;
+  for (int m = 0; m < n; ++m) {
+    counts[m] = (dim0 / n + (m < dim0 % n ? 1 : 0)) * row_elems;
+    if (m < me) my_offset += counts[m];
+  }
+  int64_t total = dim0 * row_elems;
+  char* buf = fusion_buffer_.Get(static_cast<size_t>(total) * esize);
+  std::memcpy(buf, e.tensor.data, static_cast<size_t>(total) * esize);
+  ReduceOp op = r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum
+                                                  : r.reduce_op;
+  double post = r.postscale;
+  if (r.reduce_op == ReduceOp::kAverage) post /= n;
+  ScaleBuffer(buf, total, r.dtype, r.prescale);
+  Status st = RingReduceScatter(comm, buf, counts, r.dtype, op);
+  char* mine = buf + my_offset * esize;
+  ScaleBuffer(mine, counts[me], r.dtype, post);
+  auto out = std::make_shared<Buffer>(static_cast<size_t>(counts[me]) * esize);
+  std::memcpy(out->data(), mine, static_cast<size_t>(counts[me]) * esize);
+  e.handle->output = out;
+  e.handle->output_shape = shape;
+  if (e.handle->output_shape.empty()) e.handle->output_shape = {1};
+  e.handle->output_shape[0] = counts[me] / std::max<int64_t>(row_elems, 1);
+  if (row_elems == 0) e.handle->output_shape[0] = dim0 / n + (me < dim0 % n);
+  Finish(e, st);
+  return st;
+}
+
+}  // namespace horovod

@@ -1,0 +1,43 @@
+// Executor: carries out one Response on this rank: takes the matching
+// entries from the TensorQueue, packs fused tensors into the persistent
+// fusion buffer, runs the collective algorithm over the process set's
+// members, unpacks, and completes the handles. Used only by the background
+// loop. A non-OK return means the transport failed: the job cannot go on.
+#ifndef HOROVOD_RUNTIME_EXECUTOR_H_
+#define HOROVOD_RUNTIME_EXECUTOR_H_
+
+#include "collectives/communicator.h"
+#include "common/knobs.h"
+#include "coordination/message.h"
+#include "runtime/process_set_table.h"
+#include "runtime/tensor_queue.h"
+#include "transport/transport.h"
+
+namespace horovod {
+
+class Executor {
+ public:
+  Executor(Transport* transport, TensorQueue* queue, ProcessSetTable* sets,
+           const Knobs& knobs);
+
+  Status Execute(const Response& resp);
+
+ private:
+  Status Allreduce(const Response& r, Communicator& comm);
+  Status Allgather(const Response& r, Communicator& comm);
+  Status Broadcast(const Response& r, Communicator& comm);
+  Status Alltoall(const Response& r, Communicator& comm);
+  Status Reducescatter(const Response& r, Communicator& comm);
+  void Finish(TensorEntry& e, const Status& s);
+
+  Transport* transport_;
+  TensorQueue* queue_;
+  ProcessSetTable* sets_;
+  AlgorithmConfig algo_;
+  Scratch algo_scratch_;   // algorithm temporaries
+  Scratch fusion_buffer_;  // packed tensors of a fused response
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_RUNTIME_EXECUTOR_H_

@@ -1,0 +1,38 @@
+// HandleState: the shared completion record behind a Handle. Written once by
+// the background loop (Complete), read by any number of waiting threads.
+// Thread-safe.
+#ifndef HOROVOD_RUNTIME_HANDLE_STATE_H_
+#define HOROVOD_RUNTIME_HANDLE_STATE_H_
+
+#include <horovod/engine.h>
+
+#include <condition_variable>
+#include <mutex>
+
+namespace horovod {
+
+struct HandleState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  // Set by the background loop before Complete; read only after done.
+  std::shared_ptr<Buffer> output;
+  std::vector<int64_t> output_shape;
+  std::vector<int64_t> received_splits;
+  int int_result = -1;
+
+  void Complete(Status s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (done) return;
+      status = std::move(s);
+      done = true;
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_RUNTIME_HANDLE_STATE_H_

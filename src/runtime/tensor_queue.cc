@@ -1,0 +1,92 @@
+#include "runtime/tensor_queue.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace horovod {
+
+TensorQueue::TensorQueue()
+    : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+TensorQueue::~TensorQueue() {
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+Status TensorQueue::Add(std::vector<TensorEntry> entries) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_.ok()) return closed_;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const std::string key = entries[i].request.Key();
+      bool dup = in_flight_.count(key) > 0;
+      for (size_t j = 0; j < i && !dup; ++j)
+        dup = entries[j].request.Key() == key;
+      if (dup)
+        return Status::InvalidArgument(
+            "Duplicate tensor name '" + entries[i].request.name +
+            "' on rank " + std::to_string(entries[i].request.rank) +
+            ": an operation with this name is already in flight. Give each "
+            "in-flight tensor a unique name.");
+    }
+    for (auto& e : entries) {
+      fresh_.push_back(e.request);
+      in_flight_.emplace(e.request.Key(), std::move(e));
+    }
+  }
+  Wake();
+  return Status::OK();
+}
+
+std::vector<Request> TensorQueue::TakeNew() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Request> out;
+  out.swap(fresh_);
+  return out;
+}
+
+bool TensorQueue::Take(const std::string& key, TensorEntry* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_flight_.find(key);
+  if (it == in_flight_.end()) return false;
+  *out = std::move(it->second);
+  in_flight_.erase(it);
+  return true;
+}
+
+bool TensorQueue::Contains(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_.count(key) > 0;
+}
+
+bool TensorQueue::Find(const std::string& key, Request* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_flight_.find(key);
+  if (it == in_flight_.end()) return false;
+  *out = it->second.request;
+  return true;
+}
+
+void TensorQueue::FailAll(const Status& status) {
+  std::unordered_map<std::string, TensorEntry> doomed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_.ok()) closed_ = status;
+    doomed.swap(in_flight_);
+    fresh_.clear();
+  }
+  for (auto& kv : doomed) kv.second.handle->Complete(status);
+}
+
+void TensorQueue::Wake() {
+  uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void TensorQueue::DrainWake() {
+  uint64_t v;
+  ssize_t ignored = read(wake_fd_, &v, sizeof(v));
+  (void)ignored;
+}
+
+}  // namespace horovod

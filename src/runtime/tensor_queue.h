@@ -1,0 +1,56 @@
+// TensorQueue: where framework threads hand collectives to the background
+// loop. Holds every in-flight entry by key (process set + name), so a
+// duplicate name is refused at once, and the list of entries not yet told to
+// the coordinator. Enqueue wakes the loop through an eventfd, so the loop
+// sleeps in poll(2) instead of spinning. Thread-safe.
+#ifndef HOROVOD_RUNTIME_TENSOR_QUEUE_H_
+#define HOROVOD_RUNTIME_TENSOR_QUEUE_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coordination/message.h"
+#include "runtime/handle_state.h"
+
+namespace horovod {
+
+struct TensorEntry {
+  Request request;
+  TensorView tensor;
+  std::shared_ptr<HandleState> handle;
+};
+
+class TensorQueue {
+ public:
+  TensorQueue();
+  ~TensorQueue();
+
+  // All-or-nothing: refuses every entry if any key is already in flight.
+  Status Add(std::vector<TensorEntry> entries);
+  // Requests not yet sent to the coordinator, in enqueue order.
+  std::vector<Request> TakeNew();
+  // Removes and returns the entry, or false if this rank has none.
+  bool Take(const std::string& key, TensorEntry* out);
+  bool Contains(const std::string& key);
+  // Copies the in-flight request under `key`; false if there is none.
+  bool Find(const std::string& key, Request* out);
+  // Fails every in-flight entry; later Adds are refused with `status`.
+  void FailAll(const Status& status);
+  int wake_fd() const { return wake_fd_; }
+  void Wake();
+  void DrainWake();
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, TensorEntry> in_flight_;
+  std::vector<Request> fresh_;
+  Status closed_;
+  int wake_fd_;
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_RUNTIME_TENSOR_QUEUE_H_

@@ -1,0 +1,41 @@
+// TcpTransport: Transport over the authenticated data mesh built by the
+// rendezvous. Owns one socket per peer. See transport.h for thread-safety.
+#ifndef HOROVOD_TRANSPORT_TCP_TRANSPORT_H_
+#define HOROVOD_TRANSPORT_TCP_TRANSPORT_H_
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "rendezvous/socket.h"
+#include "transport/transport.h"
+
+namespace horovod {
+
+class TcpTransport : public Transport {
+ public:
+  TcpTransport(int rank, std::vector<Socket> peers, double timeout_s);
+  ~TcpTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(peers_.size()); }
+  Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
+                  size_t rlen, size_t chunk,
+                  const ChunkFn* on_chunk) override;
+  void Abort(const std::string& reason) override;
+
+ private:
+  Status AbortedStatus();
+
+  const int rank_;
+  std::vector<Socket> peers_;
+  const double timeout_s_;
+  int abort_fd_;  // eventfd: wakes a SendRecv blocked in poll
+  std::atomic<bool> aborted_{false};
+  std::mutex reason_mu_;
+  std::string reason_;
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_TRANSPORT_TCP_TRANSPORT_H_
