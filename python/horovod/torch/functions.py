@@ -50,7 +50,7 @@ def broadcast_object(obj, root_rank=0, name=None,
                      process_set=global_process_set):
     """Serializes obj on root_rank with cloudpickle and returns a copy of it
     on every rank. Bytes come only from a rank of this authenticated job."""
-    name = name or type(obj).__name__
+    name = name or "broadcast_object"
     if rank() == root_rank:
         buf = io.BytesIO()
         cloudpickle.dump(obj, buf)
@@ -70,7 +70,7 @@ def broadcast_object(obj, root_rank=0, name=None,
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's obj, in rank order."""
-    name = name or type(obj).__name__
+    name = name or "allgather_object"
     data = torch.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=torch.uint8)
     sizes = allgather(torch.tensor([data.numel()], dtype=torch.int64),
                       name=name + ".sz", process_set=process_set)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a fresh Debian bookworm machine
+# (run as root), then builds and installs the horovod package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! dpkg -s libgtest-dev openmpi-bin libopenmpi-dev >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    libgtest-dev openmpi-bin libopenmpi-dev ninja-build >/dev/null
+fi
+# torch first and by exact version: an unpinned torch pulls a CUDA build.
+python3 -m pip install -q torch==2.13.0
+python3 -m pip install -q "nanobind>=2.0" "scikit-build-core>=0.9" cmake ninja \
+  scikit-learn tqdm pytest pytest-timeout psutil cloudpickle numpy
+python3 -m pip install -q .

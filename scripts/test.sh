@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test suite: C++ (GoogleTest through ctest, warnings as errors) and
+# Python (pytest, multi-rank through horovodrun, mpirun and torchrun).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+cmake -S . -B build/tests -G Ninja -DHOROVOD_BUILD_TESTS=ON -DHOROVOD_WERROR=ON \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/tests -j2
+(cd build/tests && ctest --output-on-failure --timeout 300)
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+python3 -m pytest tests/python -v -p no:cacheprovider --timeout=300
