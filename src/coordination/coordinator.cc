@@ -122,7 +122,9 @@ void Coordinator::RefreshCompleteness(Clock::time_point now) {
 
 bool Coordinator::ShouldEmit(Clock::time_point now) const {
   if (join_ready_ || !stale_.empty()) return true;
-  if (static_cast<int>(shutdown_ranks_.size()) == config_.size) return true;
+  // One rank shutting down ends the job for all (as upstream): waiting for
+  // the rest could hang them on collectives that rank will never join.
+  if (!shutdown_ranks_.empty()) return true;
   bool any_incomplete = false;
   bool any_complete = false;
   int64_t ready_bytes = 0;
@@ -418,8 +420,7 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
     std::fill(joined_.begin(), joined_.end(), false);
     join_ready_ = false;
   }
-  if (static_cast<int>(shutdown_ranks_.size()) == config_.size)
-    list.shutdown = true;
+  if (!shutdown_ranks_.empty()) list.shutdown = true;
   return list;
 }
 

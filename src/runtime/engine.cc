@@ -30,7 +30,7 @@ namespace horovod {
 namespace {
 
 constexpr size_t kMaxControlFrame = 64u << 20;
-constexpr double kShutdownWaitS = 60;
+constexpr double kShutdownWaitS = 30;
 
 std::string ShutdownMessage() {
   return "Horovod has been shut down. This was caused by an exception on one "
@@ -146,14 +146,14 @@ class EngineImpl {
     if (!thread_.joinable()) return Status::OK();
     shutdown_requested_.store(true);
     queue_.Wake();
-    // The loop ends when every rank has asked (or a peer is lost); bound the
-    // wait so a rank that never shuts down cannot hold this one forever.
+    // The coordinator ends the job for every rank as soon as one asks; bound
+    // the wait in case rank 0 cannot be reached.
     auto until = Clock::now() + std::chrono::seconds(static_cast<int>(kShutdownWaitS));
     while (!loop_done_.load() && Clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (!loop_done_.load()) {
       Fatal("rank " + std::to_string(job_.rank) +
-            " gave up waiting for the other ranks to shut down");
+            " could not reach rank 0 to shut down");
     }
     thread_.join();
     queue_.FailAll(Status::Aborted(ShutdownMessage()));
@@ -325,22 +325,33 @@ class EngineImpl {
       if (!Empty(mine))
         st = ctl.WriteFrame(EncodeRequestList(mine),
                             Deadline::After(knobs_.operation_timeout_s));
-      if (!st.ok())
-        return Status::Aborted("lost connection to rank 0 (" + st.message() +
-                               "); it probably died");
+      if (!st.ok()) return LostCoordinator(st);
       if (!fds[1].revents) continue;
       std::string frame;
       st = ctl.ReadFrame(kMaxControlFrame,
                          Deadline::After(knobs_.operation_timeout_s), &frame);
-      if (!st.ok())
-        return Status::Aborted("lost connection to rank 0 (" + st.message() +
-                               "); it probably died");
+      if (!st.ok()) return LostCoordinator(st);
       ResponseList list;
       HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
       if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
       HVD_RETURN_IF_ERROR(ExecuteList(list));
       if (list.shutdown) return Status::OK();
     }
+  }
+
+  // The link to rank 0 broke. If rank 0 had already ended the job (its
+  // shutdown list may still be unread), this is a clean exit.
+  Status LostCoordinator(const Status& cause) {
+    std::string frame;
+    while (control_[0].ReadFrame(kMaxControlFrame, Deadline::After(1), &frame)
+               .ok()) {
+      ResponseList list;
+      if (DecodeResponseList(frame, job_.size, &cache_, &list).ok() &&
+          list.shutdown)
+        return Status::OK();
+    }
+    return Status::Aborted("lost connection to rank 0 (" + cause.message() +
+                           "); it probably died");
   }
 
   Status ExecuteList(const ResponseList& list) {

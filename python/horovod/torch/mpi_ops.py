@@ -500,16 +500,22 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
 
 def barrier(process_set=global_process_set):
     """Blocks until every rank of the set has called barrier."""
-    _basics.engine.barrier(_ps_id(process_set))
+    _call_blocking(_basics.engine.barrier, _ps_id(process_set))
 
 
 def join(device=-1):
     """Declares this rank out of data: until every rank has joined, it takes
     part in other ranks' allreduces with zeros. Returns the last rank to
     join."""
+    return _call_blocking(_basics.engine.join)
+
+
+def _call_blocking(fn, *args):
+    """Runs a blocking engine call; engine failures become
+    HorovodInternalError, bad arguments stay ValueError."""
     try:
-        return _basics.engine.join()
+        return fn(*args)
+    except ValueError:
+        raise
     except RuntimeError as e:
-        if isinstance(e, ValueError):
-            raise
         raise HorovodInternalError(str(e)) from None

@@ -47,7 +47,9 @@ class _SyncBatchNormFn(torch.autograd.Function):
                 momentum, process_set):
         c = x.shape[1]
         dims = [0] + list(range(2, x.dim()))
-        xf = x.float()
+        cdt = torch.float64 if x.dtype == torch.float64 else torch.float32
+        ctx.cdt = cdt
+        xf = x.to(cdt)
         count = torch.tensor([float(x.numel() // c)], dtype=torch.float64)
         stats = torch.cat([xf.sum(dims).double(), (xf * xf).sum(dims).double(),
                            count])
@@ -63,12 +65,12 @@ class _SyncBatchNormFn(torch.autograd.Function):
                 unbiased = var * n / (n - 1) if n > 1 else var
                 running_var.mul_(1 - momentum).add_(momentum * unbiased.to(running_var.dtype))
         shape = [1, c] + [1] * (x.dim() - 2)
-        mean_f = mean.float().view(shape)
-        invstd_f = invstd.float().view(shape)
+        mean_f = mean.to(cdt).view(shape)
+        invstd_f = invstd.to(cdt).view(shape)
         xhat = (xf - mean_f) * invstd_f
         out = xhat
         if weight is not None:
-            out = out * weight.float().view(shape) + bias.float().view(shape)
+            out = out * weight.to(cdt).view(shape) + bias.to(cdt).view(shape)
         ctx.save_for_backward(xhat, invstd_f, weight)
         ctx.n = float(n)
         ctx.dims = dims
@@ -78,18 +80,18 @@ class _SyncBatchNormFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         xhat, invstd, weight = ctx.saved_tensors
-        g = grad_out.float()
+        g = grad_out.to(ctx.cdt)
         c = g.shape[1]
         shape = [1, c] + [1] * (g.dim() - 2)
         sum_dy = g.sum(ctx.dims)
         sum_dy_xhat = (g * xhat).sum(ctx.dims)
-        grad_weight = sum_dy_xhat if weight is not None else None
-        grad_bias = sum_dy if weight is not None else None
+        grad_weight = sum_dy_xhat.to(weight.dtype) if weight is not None else None
+        grad_bias = sum_dy.to(weight.dtype) if weight is not None else None
         both = torch.cat([sum_dy, sum_dy_xhat]).double()
         allreduce_(both, op=Sum, process_set=ctx.process_set)
-        mean_dy = (both[:c] / ctx.n).float().view(shape)
-        mean_dy_xhat = (both[c:] / ctx.n).float().view(shape)
-        scale = invstd if weight is None else invstd * weight.float().view(shape)
+        mean_dy = (both[:c] / ctx.n).to(ctx.cdt).view(shape)
+        mean_dy_xhat = (both[c:] / ctx.n).to(ctx.cdt).view(shape)
+        scale = invstd if weight is None else invstd * weight.to(ctx.cdt).view(shape)
         grad_in = (g - mean_dy - xhat * mean_dy_xhat) * scale
         return (grad_in.to(grad_out.dtype), grad_weight, grad_bias,
                 None, None, None, None, None)

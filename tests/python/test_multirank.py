@@ -1,0 +1,124 @@
+"""Multi-rank tests through the real launchers (horovodrun, mpirun,
+torchrun) and a direct spawner. Each launch is bounded by a timeout."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import assert_ok, collect, horovodrun, spawn_ranks, worker
+
+
+@pytest.mark.parametrize("np", [2, 3])
+def test_collectives(np):
+    res = horovodrun(np, "collectives.py")
+    assert_ok(res)
+    for r in range(np):
+        assert "[%d]<stdout>:collectives OK on rank %d" % (r, r) in res.stdout
+
+
+@pytest.mark.parametrize("np", [2, 3])
+def test_errors_mismatch_and_reinit(np):
+    res = horovodrun(np, "errors.py")
+    assert_ok(res)
+    assert res.stdout.count("errors OK") == np
+
+
+@pytest.mark.parametrize("np", [2, 3])
+def test_join_and_process_sets(np):
+    res = horovodrun(np, "join_ps.py")
+    assert_ok(res)
+    assert res.stdout.count("join_ps OK") == np
+
+
+@pytest.mark.parametrize("np", [2, 3])
+def test_distributed_optimizer_equivalence(np):
+    res = horovodrun(np, "optimizer.py")
+    assert_ok(res)
+    assert res.stdout.count("optimizer OK") == np
+
+
+@pytest.mark.parametrize("np", [2, 3])
+def test_sync_batch_norm(np):
+    res = horovodrun(np, "sync_bn.py")
+    assert_ok(res)
+    assert res.stdout.count("sync_bn OK") == np
+
+
+def test_killed_rank_fails_every_survivor_quickly():
+    procs = spawn_ranks(3, "killed_peer.py")
+    start = time.monotonic()
+    results = collect(procs, timeout=60)
+    assert results[2][0] == -9, results[2]
+    for rc, out, err in results[:2]:
+        assert rc == 0, (out, err)
+        assert "RAISED after" in out, out
+        assert "rank 2" in out, out
+        took = float(out.split("RAISED after ")[1].split(" s")[0])
+        assert took < 10, out
+    assert time.monotonic() - start < 60
+
+
+def test_mismatched_submissions_stall_warning_then_failure():
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1",
+           "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}
+    res = horovodrun(2, "stall.py", env=env, timeout=60)
+    assert_ok(res)
+    assert "missing on ranks [1]" in res.stderr, res.stderr
+    assert res.stdout.count("stall OK") == 2
+
+
+def test_horovodrun_prefixes_and_failure_exit():
+    res = horovodrun(2, "fail_rank.py", timeout=60)
+    assert res.returncode == 7, res
+    assert "[0]<stdout>:hello from 0" in res.stdout
+    assert "[1]<stderr>:" in res.stderr
+    assert "rank 1 exited with code 7" in res.stderr
+
+
+def test_horovodrun_check_build():
+    out = subprocess.run([sys.executable, "-m", "horovod.runner", "--check-build"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    assert "Available Frameworks:" in out.stdout
+    assert "[X] PyTorch" in out.stdout
+    assert "Available Tensor Operations:" in out.stdout
+
+
+def test_secret_not_on_command_line():
+    res = horovodrun(2, "cmdline.py", timeout=60)
+    assert_ok(res)
+    assert res.stdout.count("cmdline OK") == 2
+
+
+def test_plain_python_is_size_one():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HOROVOD_", "OMPI_", "PMIX_"))
+           and k not in ("RANK", "WORLD_SIZE")}
+    out = subprocess.run([sys.executable, worker("basic.py")], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "basic OK rank=0 size=1" in out.stdout
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="OpenMPI not installed")
+def test_mpirun_launch():
+    env = dict(os.environ, EXPECT_SIZE="2", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    out = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe",
+                          "-np", "2", sys.executable, worker("basic.py")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("basic OK") == 2, out.stdout
+
+
+def test_torchrun_launch():
+    env = dict(os.environ, EXPECT_SIZE="2")
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run",
+                          "--nproc-per-node", "2", worker("basic.py")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("basic OK") == 2, out.stdout
