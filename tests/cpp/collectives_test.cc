@@ -1,0 +1,214 @@
+// Every algorithm at world sizes 1..8 over the in-process loopback
+// transport, for counts 0, 1, odd, ring-chunk boundaries +-1 and large,
+// every dtype and op, against a sequential reference. Inputs are small
+// integers, so floating-point results are exact and compared bitwise.
+#include "collectives/collectives.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "collectives/reduce.h"
+#include "transport/loopback_transport.h"
+
+namespace horovod {
+namespace {
+
+constexpr int64_t kChunkBytes = 4096;
+
+std::vector<char> Fill(DataType t, int64_t count, int rank, bool tiny) {
+  std::vector<char> out(count * DataTypeSize(t));
+  for (int64_t i = 0; i < count; ++i) {
+    double v = tiny ? 1 + (i + rank) % 2 : (rank + 1) * (i % 5 + 1);
+    char* p = out.data() + i * DataTypeSize(t);
+    switch (t) {
+      case DataType::kUInt8: *reinterpret_cast<uint8_t*>(p) = uint8_t(v); break;
+      case DataType::kInt8: *reinterpret_cast<int8_t*>(p) = int8_t(v); break;
+      case DataType::kInt16: *reinterpret_cast<int16_t*>(p) = int16_t(v); break;
+      case DataType::kInt32: *reinterpret_cast<int32_t*>(p) = int32_t(v); break;
+      case DataType::kInt64: *reinterpret_cast<int64_t*>(p) = int64_t(v); break;
+      case DataType::kFloat16: *reinterpret_cast<uint16_t*>(p) = FloatToHalf(float(v)); break;
+      case DataType::kBFloat16: *reinterpret_cast<uint16_t*>(p) = FloatToBFloat16(float(v)); break;
+      case DataType::kFloat32: *reinterpret_cast<float*>(p) = float(v); break;
+      case DataType::kFloat64: *reinterpret_cast<double*>(p) = v; break;
+      case DataType::kBool: *reinterpret_cast<uint8_t*>(p) = (i + rank) % 3 == 0; break;
+    }
+  }
+  return out;
+}
+
+// Runs fn(comm) on `n` threads, one per rank.
+void RunRanks(int n, const std::function<void(Communicator&)>& fn) {
+  LoopbackFabric fabric(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      LoopbackTransport t(&fabric, r);
+      Scratch scratch;
+      std::vector<int> members(n);
+      for (int i = 0; i < n; ++i) members[i] = i;
+      AlgorithmConfig cfg;
+      cfg.ring_chunk_bytes = kChunkBytes;
+      cfg.small_allreduce_bytes = 256;
+      Communicator comm(&t, members, &scratch, cfg);
+      fn(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+using AllreduceFn = Status (*)(Communicator&, void*, int64_t, DataType, ReduceOp);
+
+void CheckAllreduce(AllreduceFn fn, int n, int64_t count, DataType t,
+                    ReduceOp op) {
+  bool tiny = op == ReduceOp::kProduct;
+  std::vector<char> want = Fill(t, count, 0, tiny);
+  for (int r = 1; r < n; ++r) {
+    std::vector<char> in = Fill(t, count, r, tiny);
+    ReduceInto(want.data(), in.data(), count, t, op);
+  }
+  std::vector<std::vector<char>> got(n);
+  RunRanks(n, [&](Communicator& c) {
+    got[c.rank()] = Fill(t, count, c.rank(), tiny);
+    ASSERT_TRUE(fn(c, got[c.rank()].data(), count, t, op).ok());
+  });
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(got[r], want) << "rank " << r << " n=" << n << " count=" << count
+                            << " dtype=" << DataTypeName(t)
+                            << " op=" << ReduceOpName(op);
+}
+
+const DataType kAllTypes[] = {
+    DataType::kUInt8,   DataType::kInt8,    DataType::kInt16, DataType::kInt32,
+    DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+    DataType::kFloat32, DataType::kFloat64, DataType::kBool};
+const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
+                         ReduceOp::kProduct};
+
+TEST(Allreduce, EveryDtypeOpAndWorldSize) {
+  for (int n = 1; n <= 8; ++n)
+    for (DataType t : kAllTypes)
+      for (ReduceOp op : kOps)
+        for (int64_t count : {0, 1, 7})
+          for (AllreduceFn fn : {&Allreduce, &RingAllreduce,
+                                 &RecursiveDoublingAllreduce})
+            CheckAllreduce(fn, n, count, t, op);
+}
+
+TEST(Allreduce, RingChunkBoundariesAndLargeCounts) {
+  const int64_t per_chunk = kChunkBytes / 4;
+  for (int n : {2, 3, 5, 8})
+    for (int64_t count : {n * per_chunk - 1, n * per_chunk, n * per_chunk + 1,
+                          int64_t(100003)})
+      for (AllreduceFn fn : {&RingAllreduce, &RecursiveDoublingAllreduce})
+        CheckAllreduce(fn, n, count, DataType::kFloat32, ReduceOp::kSum);
+  CheckAllreduce(&RingAllreduce, 4, 5000, DataType::kFloat16, ReduceOp::kSum);
+  CheckAllreduce(&RingAllreduce, 3, 5000, DataType::kInt64, ReduceOp::kMax);
+}
+
+TEST(Allgatherv, UnevenIncludingEmpty) {
+  for (int n = 1; n <= 8; ++n) {
+    std::vector<int64_t> bytes(n);
+    for (int r = 0; r < n; ++r) bytes[r] = (r * 37) % 11;  // rank 0: 0 bytes
+    int64_t total = 0;
+    for (int64_t b : bytes) total += b;
+    std::vector<std::vector<char>> got(n, std::vector<char>(total));
+    RunRanks(n, [&](Communicator& c) {
+      std::vector<char> mine(bytes[c.rank()], char('a' + c.rank()));
+      ASSERT_TRUE(Allgatherv(c, mine.data(), got[c.rank()].data(), bytes).ok());
+    });
+    std::vector<char> want;
+    for (int r = 0; r < n; ++r) want.insert(want.end(), bytes[r], char('a' + r));
+    for (int r = 0; r < n; ++r) EXPECT_EQ(got[r], want) << n;
+  }
+}
+
+TEST(Broadcast, EveryRoot) {
+  for (int n = 1; n <= 8; ++n)
+    for (int root = 0; root < n; ++root)
+      for (int64_t len : {0, 1, 9999}) {
+        std::vector<std::vector<char>> got(n);
+        RunRanks(n, [&](Communicator& c) {
+          got[c.rank()].assign(len, char(c.rank()));
+          ASSERT_TRUE(Broadcast(c, got[c.rank()].data(), len, root).ok());
+        });
+        for (int r = 0; r < n; ++r)
+          EXPECT_EQ(got[r], std::vector<char>(len, char(root)));
+      }
+}
+
+TEST(Alltoallv, UnevenSplits) {
+  for (int n = 1; n <= 8; ++n) {
+    // Rank s sends (s + d) % 3 bytes of value s*16+d to rank d.
+    std::vector<std::vector<char>> got(n);
+    RunRanks(n, [&](Communicator& c) {
+      int s = c.rank();
+      std::vector<int64_t> send(n), recv(n);
+      std::vector<char> out;
+      for (int d = 0; d < n; ++d) {
+        send[d] = (s + d) % 3;
+        recv[d] = (d + s) % 3;
+        out.insert(out.end(), send[d], char(s * 16 + d));
+      }
+      int64_t total = 0;
+      for (int64_t b : recv) total += b;
+      got[s].resize(total);
+      ASSERT_TRUE(Alltoallv(c, out.data(), send, got[s].data(), recv).ok());
+    });
+    for (int d = 0; d < n; ++d) {
+      std::vector<char> want;
+      for (int s = 0; s < n; ++s) want.insert(want.end(), (s + d) % 3, char(s * 16 + d));
+      EXPECT_EQ(got[d], want);
+    }
+  }
+}
+
+TEST(ReduceScatter, UnevenBlocks) {
+  for (int n = 1; n <= 8; ++n) {
+    std::vector<int64_t> counts(n);
+    int64_t total = 0;
+    for (int r = 0; r < n; ++r) total += counts[r] = (r % 3) * 700 + 1;
+    std::vector<char> want = Fill(DataType::kInt32, total, 0, false);
+    for (int r = 1; r < n; ++r) {
+      auto in = Fill(DataType::kInt32, total, r, false);
+      ReduceInto(want.data(), in.data(), total, DataType::kInt32, ReduceOp::kSum);
+    }
+    std::vector<std::vector<char>> got(n);
+    RunRanks(n, [&](Communicator& c) {
+      got[c.rank()] = Fill(DataType::kInt32, total, c.rank(), false);
+      ASSERT_TRUE(RingReduceScatter(c, got[c.rank()].data(), counts,
+                                    DataType::kInt32, ReduceOp::kSum).ok());
+    });
+    int64_t off = 0;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(0, std::memcmp(got[r].data() + off * 4, want.data() + off * 4,
+                               counts[r] * 4)) << "n=" << n << " r=" << r;
+      off += counts[r];
+    }
+  }
+}
+
+TEST(Reduce, HalfPrecisionConversions) {
+  EXPECT_EQ(HalfToFloat(FloatToHalf(1.5f)), 1.5f);
+  EXPECT_EQ(HalfToFloat(FloatToHalf(65504.f)), 65504.f);
+  EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(70000.f))));
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(NAN))));
+  EXPECT_EQ(HalfToFloat(FloatToHalf(5.960464477539063e-08f)), 5.960464477539063e-08f);
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(3.0f)), 3.0f);
+  EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(NAN))));
+  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 4096), FloatToHalf(1.0f));  // ties to even
+}
+
+TEST(Reduce, ScaleTruncatesIntegers) {
+  int32_t v[3] = {3, -3, 7};
+  ScaleBuffer(v, 3, DataType::kInt32, 0.5);
+  EXPECT_EQ(v[0], 1);
+  EXPECT_EQ(v[1], -1);
+  EXPECT_EQ(v[2], 3);
+}
+
+}  // namespace
+}  // namespace horovod

@@ -1,0 +1,199 @@
+#include "coordination/coordinator.h"
+
+#include <gtest/gtest.h>
+
+namespace horovod {
+namespace {
+
+Request Ar(int rank, const std::string& name, std::vector<int64_t> shape,
+           DataType dtype = DataType::kFloat32) {
+  Request r;
+  r.rank = rank;
+  r.op = static_cast<uint8_t>(OpType::kAllreduce);
+  r.name = name;
+  r.dtype = dtype;
+  r.shape = std::move(shape);
+  return r;
+}
+
+RequestList List(std::vector<Request> rs) {
+  RequestList l;
+  l.requests = std::move(rs);
+  return l;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  CoordinatorConfig Config(int size) {
+    CoordinatorConfig c;
+    c.size = size;
+    c.cycle_time_s = 0.001;
+    c.stall_check_s = 1;
+    c.stall_shutdown_s = 5;
+    return c;
+  }
+  Clock::time_point t0 = Clock::now();
+  Clock::time_point At(double s) {
+    return t0 + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(s));
+  }
+};
+
+TEST_F(CoordinatorTest, WaitsForEveryRankInAnyOrder) {
+  Coordinator c(Config(3), nullptr);
+  c.AddRequestList(2, List({Ar(2, "b", {4}), Ar(2, "a", {4})}), At(0));
+  c.AddRequestList(0, List({Ar(0, "a", {4})}), At(0));
+  EXPECT_FALSE(c.ShouldEmit(At(0)));
+  c.AddRequestList(1, List({Ar(1, "a", {4})}), At(0));
+  // "a" is ready but "b" is on its way: wait one cycle to fuse.
+  EXPECT_FALSE(c.ShouldEmit(At(0)));
+  EXPECT_TRUE(c.ShouldEmit(At(0.002)));
+  ResponseList out = c.TakeResponses(At(0.002));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].names, std::vector<std::string>{"a"});
+  c.AddRequestList(0, List({Ar(0, "b", {4})}), At(0.003));
+  c.AddRequestList(1, List({Ar(1, "b", {4})}), At(0.003));
+  EXPECT_TRUE(c.ShouldEmit(At(0.003)));  // nothing else pending: at once
+  EXPECT_EQ(c.TakeResponses(At(0.003)).responses[0].names[0], "b");
+  EXPECT_EQ(c.pending(), 0u);
+}
+
+TEST_F(CoordinatorTest, FusesUpToThreshold) {
+  CoordinatorConfig cfg = Config(2);
+  cfg.fusion_threshold = 40;  // bytes: two float32[4] tensors fit, not three
+  Coordinator c(cfg, nullptr);
+  for (int r = 0; r < 2; ++r)
+    c.AddRequestList(r, List({Ar(r, "x", {4}), Ar(r, "y", {4}), Ar(r, "z", {4}),
+                              Ar(r, "d", {4}, DataType::kFloat64)}),
+                     At(0));
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 3u);
+  EXPECT_EQ(out.responses[0].names, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(out.responses[1].names, (std::vector<std::string>{"z"}));
+  EXPECT_EQ(out.responses[2].names, (std::vector<std::string>{"d"}));
+}
+
+TEST_F(CoordinatorTest, MismatchFailsTheTensorNamingBothRanks) {
+  Coordinator c(Config(2), nullptr);
+  c.AddRequestList(0, List({Ar(0, "t", {2, 3})}), At(0));
+  c.AddRequestList(1, List({Ar(1, "t", {3, 2})}), At(0));
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_TRUE(out.responses[0].error);
+  const std::string& m = out.responses[0].error_message;
+  EXPECT_NE(m.find("rank 0 has [2, 3]"), std::string::npos) << m;
+  EXPECT_NE(m.find("rank 1 has [3, 2]"), std::string::npos) << m;
+  Request bad = Ar(1, "u", {2}, DataType::kInt32);
+  c.AddRequestList(0, List({Ar(0, "u", {2})}), At(0));
+  c.AddRequestList(1, List({bad}), At(0));
+  out = c.TakeResponses(At(0));
+  EXPECT_NE(out.responses[0].error_message.find("float32"), std::string::npos);
+  EXPECT_NE(out.responses[0].error_message.find("int32"), std::string::npos);
+}
+
+TEST_F(CoordinatorTest, AllgatherCarriesEveryRanksFirstDimension) {
+  Coordinator c(Config(3), nullptr);
+  for (int r = 0; r < 3; ++r) {
+    Request q = Ar(r, "g", {r, 5});
+    q.op = static_cast<uint8_t>(OpType::kAllgather);
+    c.AddRequestList(r, List({q}), At(0));
+  }
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_FALSE(out.responses[0].error);
+  EXPECT_EQ(out.responses[0].sizes, (std::vector<int64_t>{0, 1, 2}));
+}
+
+TEST_F(CoordinatorTest, StallWarnsThenFails) {
+  Coordinator c(Config(3), nullptr);
+  c.AddRequestList(0, List({Ar(0, "s", {1})}), At(0));
+  c.AddRequestList(1, List({Ar(1, "s", {1})}), At(0));
+  EXPECT_TRUE(c.TakeStallWarnings(At(0.5)).empty());
+  auto warnings = c.TakeStallWarnings(At(1.5));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("missing on ranks [2]"), std::string::npos);
+  EXPECT_TRUE(c.TakeStallWarnings(At(2)).empty());  // once
+  EXPECT_FALSE(c.ShouldEmit(At(4)));
+  EXPECT_TRUE(c.ShouldEmit(At(5.1)));
+  ResponseList out = c.TakeResponses(At(5.1));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_TRUE(out.responses[0].error);
+  EXPECT_NE(out.responses[0].error_message.find("ranks [2]"), std::string::npos);
+  EXPECT_EQ(c.pending(), 0u);
+}
+
+TEST_F(CoordinatorTest, JoinedRanksCountForAllreduceAndJoinReportsLast) {
+  Coordinator c(Config(3), nullptr);
+  Request join;
+  join.op = static_cast<uint8_t>(OpType::kJoin);
+  join.name = kJoinTensorName;
+  c.AddRequestList(2, List({join}), At(0));
+  c.AddRequestList(0, List({Ar(0, "a", {3})}), At(0));
+  c.AddRequestList(1, List({Ar(1, "a", {3})}), At(0));
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_FALSE(out.responses[0].error);
+  // Allgather while a rank has joined is an error, not a hang.
+  for (int r = 0; r < 2; ++r) {
+    Request g = Ar(r, "g", {1});
+    g.op = static_cast<uint8_t>(OpType::kAllgather);
+    c.AddRequestList(r, List({g}), At(0));
+  }
+  out = c.TakeResponses(At(0));
+  EXPECT_TRUE(out.responses[0].error);
+  c.AddRequestList(0, List({join}), At(0));
+  c.AddRequestList(1, List({join}), At(0));
+  out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].op, static_cast<uint8_t>(OpType::kJoin));
+  EXPECT_EQ(out.responses[0].sizes, std::vector<int64_t>{1});
+}
+
+TEST_F(CoordinatorTest, CacheHitsAndStaleHits) {
+  ResponseCache cache(4);
+  Coordinator c(Config(2), &cache);
+  Response single;
+  single.op = static_cast<uint8_t>(OpType::kAllreduce);
+  single.names = {"w"};
+  single.shapes = {{8}};
+  single.dtype = DataType::kFloat32;
+  cache.Put(single, /*epoch=*/1);
+  int slot = cache.Find(Ar(0, "w", {8}));
+  ASSERT_GE(slot, 0);
+  EXPECT_LT(cache.Find(Ar(0, "w", {9})), 0);  // other params: a miss
+  RequestList hit;
+  hit.epoch = 1;
+  hit.cache_hits = {static_cast<uint32_t>(slot)};
+  c.AddRequestList(0, List({Ar(0, "w", {8})}), At(0));
+  c.AddRequestList(1, hit, At(0));
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].names[0], "w");
+  // The slot changes in list 2; a hit sent from epoch 1 is stale.
+  single.shapes = {{16}};
+  cache.Put(single, 2);
+  c.AddRequestList(1, hit, At(0));
+  out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.stale_hits.size(), 1u);
+  EXPECT_EQ(out.stale_hits[0], std::make_pair(1, static_cast<uint32_t>(slot)));
+}
+
+TEST(ResponseCache, EvictsLeastRecentlyUsed) {
+  ResponseCache cache(2);
+  Response r;
+  r.op = static_cast<uint8_t>(OpType::kAllreduce);
+  r.shapes = {{1}};
+  for (const char* n : {"a", "b"}) {
+    r.names = {n};
+    cache.Put(r, 1);
+  }
+  r.names = {"a"};
+  cache.Put(r, 2);  // touch a
+  r.names = {"c"};
+  cache.Put(r, 3);  // evicts b
+  EXPECT_GE(cache.Find(Ar(0, "a", {1})), 0);
+  EXPECT_LT(cache.Find(Ar(0, "b", {1})), 0);
+  EXPECT_GE(cache.Find(Ar(0, "c", {1})), 0);
+}
+
+}  // namespace
+}  // namespace horovod

@@ -1,0 +1,111 @@
+#include "coordination/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace horovod {
+namespace {
+
+Request MakeRequest(int rank, const std::string& name) {
+  Request r;
+  r.rank = rank;
+  r.op = static_cast<uint8_t>(OpType::kAlltoall);
+  r.name = name;
+  r.dtype = DataType::kBFloat16;
+  r.reduce_op = ReduceOp::kMax;
+  r.root = 1;
+  r.process_set = 2;
+  r.prescale = 0.5;
+  r.postscale = 3.0;
+  r.shape = {4, 0, 7};
+  r.splits = {1, 3};
+  r.group_size = 2;
+  r.group = "g";
+  return r;
+}
+
+TEST(Wire, RequestListRoundTrip) {
+  RequestList in;
+  in.epoch = 42;
+  in.shutdown = true;
+  in.requests = {MakeRequest(1, "a"), MakeRequest(1, "b")};
+  in.cache_hits = {3, 9};
+  in.abort_reason = "why";
+  RequestList out;
+  ASSERT_TRUE(DecodeRequestList(EncodeRequestList(in), 2, &out).ok());
+  EXPECT_EQ(out.epoch, 42u);
+  EXPECT_TRUE(out.shutdown);
+  ASSERT_EQ(out.requests.size(), 2u);
+  const Request& r = out.requests[1];
+  EXPECT_EQ(r.name, "b");
+  EXPECT_EQ(r.dtype, DataType::kBFloat16);
+  EXPECT_EQ(r.reduce_op, ReduceOp::kMax);
+  EXPECT_EQ(r.shape, (std::vector<int64_t>{4, 0, 7}));
+  EXPECT_EQ(r.splits, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(r.prescale, 0.5);
+  EXPECT_EQ(r.group, "g");
+  EXPECT_EQ(out.cache_hits, (std::vector<uint32_t>{3, 9}));
+  EXPECT_EQ(out.abort_reason, "why");
+}
+
+TEST(Wire, ResponseListRoundTripAndCacheCompression) {
+  Response resp;
+  resp.op = static_cast<uint8_t>(OpType::kAllreduce);
+  resp.names = {"x", "y"};
+  resp.shapes = {{2, 3}, {5}};
+  resp.dtype = DataType::kFloat32;
+  ResponseList in;
+  in.responses = {resp};
+  in.stale_hits = {{1, 4}};
+  ResponseCache cache(8);
+  std::string plain = EncodeResponseList(in, &cache);
+  ResponseList out;
+  ASSERT_TRUE(DecodeResponseList(plain, 2, &cache, &out).ok());
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].names, resp.names);
+  EXPECT_EQ(out.responses[0].shapes, resp.shapes);
+  EXPECT_EQ(out.stale_hits, in.stale_hits);
+  // Once both tensors are cached the response travels as two slot numbers.
+  for (size_t i = 0; i < 2; ++i) {
+    Response single = resp;
+    single.names = {resp.names[i]};
+    single.shapes = {resp.shapes[i]};
+    cache.Put(single, 1);
+  }
+  std::string compressed = EncodeResponseList(in, &cache);
+  EXPECT_LT(compressed.size(), plain.size());
+  ResponseList out2;
+  ASSERT_TRUE(DecodeResponseList(compressed, 2, &cache, &out2).ok());
+  EXPECT_EQ(out2.responses[0].names, resp.names);
+  EXPECT_EQ(out2.responses[0].shapes, resp.shapes);
+}
+
+TEST(Wire, RejectsMalformedInput) {
+  RequestList in;
+  in.requests = {MakeRequest(1, "a")};
+  std::string good = EncodeRequestList(in);
+  RequestList out;
+  // Every truncation fails cleanly.
+  for (size_t n = 0; n < good.size(); ++n)
+    EXPECT_FALSE(DecodeRequestList(good.substr(0, n), 2, &out).ok()) << n;
+  // Trailing garbage, bad magic, rank >= size, dtype 255, huge counts.
+  EXPECT_FALSE(DecodeRequestList(good + "x", 2, &out).ok());
+  std::string bad = good;
+  bad[0] ^= 0x55;
+  EXPECT_FALSE(DecodeRequestList(bad, 2, &out).ok());
+  EXPECT_FALSE(DecodeRequestList(good, 1, &out).ok());  // rank 1 of 1
+  Request r = MakeRequest(0, "a");
+  r.dtype = static_cast<DataType>(255);
+  in.requests = {r};
+  EXPECT_FALSE(DecodeRequestList(EncodeRequestList(in), 2, &out).ok());
+  std::string huge = good;
+  uint32_t big = 0xFFFFFFFFu;
+  std::memcpy(&huge[14], &big, 4);  // the request count
+  EXPECT_FALSE(DecodeRequestList(huge, 2, &out).ok());
+  ResponseList rl;
+  EXPECT_FALSE(DecodeResponseList("junk", 2, nullptr, &rl).ok());
+}
+
+}  // namespace
+}  // namespace horovod
