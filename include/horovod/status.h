@@ -52,10 +52,10 @@ class Status {
 
 }  // namespace horovod
 
-#define HVD_RETURN_IF_ERROR(expr)           \
-  do {                                      \
-    ::horovod::Status _hvd_st = (expr);     \
-    if (!_hvd_st.ok()) return _hvd_st;      \
+#define HVD_RETURN_IF_ERROR(expr)       \
+  do {                                  \
+    ::horovod::Status _hvd_st = (expr); \
+    if (!_hvd_st.ok()) return _hvd_st;  \
   } while (0)
 
 #endif  // HOROVOD_STATUS_H_

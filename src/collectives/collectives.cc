@@ -130,10 +130,9 @@ Status Allgatherv(Communicator& comm, const void* send, void* recv,
   const int right = Mod(r + 1, n), left = Mod(r - 1, n);
   for (int s = 0; s < n - 1; ++s) {
     int send_block = Mod(r - s, n), recv_block = Mod(r - s - 1, n);
-    HVD_RETURN_IF_ERROR(comm.SendRecv(right, base + off[send_block],
-                                      bytes[send_block], left,
-                                      base + off[recv_block],
-                                      bytes[recv_block]));
+    HVD_RETURN_IF_ERROR(
+        comm.SendRecv(right, base + off[send_block], bytes[send_block], left,
+                      base + off[recv_block], bytes[recv_block]));
   }
   return Status::OK();
 }
@@ -147,8 +146,8 @@ Status Broadcast(Communicator& comm, void* buf, int64_t bytes, int root) {
   while (mask < n) {
     if (v < mask) {
       if (v + mask < n)
-        HVD_RETURN_IF_ERROR(comm.SendRecv(Mod(v + mask + root, n), buf, bytes,
-                                          -1, nullptr, 0));
+        HVD_RETURN_IF_ERROR(
+            comm.SendRecv(Mod(v + mask + root, n), buf, bytes, -1, nullptr, 0));
     } else if (v < 2 * mask) {
       HVD_RETURN_IF_ERROR(
           comm.SendRecv(-1, nullptr, 0, Mod(v - mask + root, n), buf, bytes));

@@ -37,8 +37,8 @@ class Scratch {
 class Communicator {
  public:
   // `members` are global ranks in ascending order and must include ours.
-  Communicator(Transport* transport, std::vector<int> members,
-               Scratch* scratch, AlgorithmConfig config);
+  Communicator(Transport* transport, std::vector<int> members, Scratch* scratch,
+               AlgorithmConfig config);
 
   int rank() const { return my_index_; }
   int size() const { return static_cast<int>(members_.size()); }

@@ -109,10 +109,18 @@ void Reduce16(void* dst, const void* src, int64_t n, ReduceOp op) {
     float a = ToF(d[i]), b = ToF(s[i]);
     switch (op) {
       // Min/Max pick one input exactly (as the float path does).
-      case ReduceOp::kMin: if (b < a) d[i] = s[i]; break;
-      case ReduceOp::kMax: if (a < b) d[i] = s[i]; break;
-      case ReduceOp::kProduct: d[i] = FromF(a * b); break;
-      default: d[i] = FromF(a + b); break;
+      case ReduceOp::kMin:
+        if (b < a) d[i] = s[i];
+        break;
+      case ReduceOp::kMax:
+        if (a < b) d[i] = s[i];
+        break;
+      case ReduceOp::kProduct:
+        d[i] = FromF(a * b);
+        break;
+      default:
+        d[i] = FromF(a + b);
+        break;
     }
   }
 }
@@ -136,13 +144,27 @@ void Scale16(void* buf, int64_t n, double factor) {
 void ReduceInto(void* dst, const void* src, int64_t count, DataType dtype,
                 ReduceOp op) {
   switch (dtype) {
-    case DataType::kUInt8: ReduceInt<uint8_t, uint8_t>(dst, src, count, op); break;
-    case DataType::kInt8: ReduceInt<int8_t, uint8_t>(dst, src, count, op); break;
-    case DataType::kInt16: ReduceInt<int16_t, uint16_t>(dst, src, count, op); break;
-    case DataType::kInt32: ReduceInt<int32_t, uint32_t>(dst, src, count, op); break;
-    case DataType::kInt64: ReduceInt<int64_t, uint64_t>(dst, src, count, op); break;
-    case DataType::kFloat32: ReduceTyped<float>(dst, src, count, op); break;
-    case DataType::kFloat64: ReduceTyped<double>(dst, src, count, op); break;
+    case DataType::kUInt8:
+      ReduceInt<uint8_t, uint8_t>(dst, src, count, op);
+      break;
+    case DataType::kInt8:
+      ReduceInt<int8_t, uint8_t>(dst, src, count, op);
+      break;
+    case DataType::kInt16:
+      ReduceInt<int16_t, uint16_t>(dst, src, count, op);
+      break;
+    case DataType::kInt32:
+      ReduceInt<int32_t, uint32_t>(dst, src, count, op);
+      break;
+    case DataType::kInt64:
+      ReduceInt<int64_t, uint64_t>(dst, src, count, op);
+      break;
+    case DataType::kFloat32:
+      ReduceTyped<float>(dst, src, count, op);
+      break;
+    case DataType::kFloat64:
+      ReduceTyped<double>(dst, src, count, op);
+      break;
     case DataType::kFloat16:
       Reduce16<HalfToFloat, FloatToHalf>(dst, src, count, op);
       break;
@@ -163,25 +185,38 @@ void ReduceInto(void* dst, const void* src, int64_t count, DataType dtype,
 void ScaleBuffer(void* buf, int64_t count, DataType dtype, double factor) {
   if (factor == 1.0) return;
   switch (dtype) {
-    case DataType::kUInt8: ScaleTyped<uint8_t>(buf, count, factor); break;
-    case DataType::kInt8: ScaleTyped<int8_t>(buf, count, factor); break;
-    case DataType::kInt16: ScaleTyped<int16_t>(buf, count, factor); break;
-    case DataType::kInt32: ScaleTyped<int32_t>(buf, count, factor); break;
-    case DataType::kInt64: ScaleTyped<int64_t>(buf, count, factor); break;
+    case DataType::kUInt8:
+      ScaleTyped<uint8_t>(buf, count, factor);
+      break;
+    case DataType::kInt8:
+      ScaleTyped<int8_t>(buf, count, factor);
+      break;
+    case DataType::kInt16:
+      ScaleTyped<int16_t>(buf, count, factor);
+      break;
+    case DataType::kInt32:
+      ScaleTyped<int32_t>(buf, count, factor);
+      break;
+    case DataType::kInt64:
+      ScaleTyped<int64_t>(buf, count, factor);
+      break;
     case DataType::kFloat32: {
       float* p = static_cast<float*>(buf);
       float f = static_cast<float>(factor);
       for (int64_t i = 0; i < count; ++i) p[i] *= f;
       break;
     }
-    case DataType::kFloat64: ScaleTyped<double>(buf, count, factor); break;
+    case DataType::kFloat64:
+      ScaleTyped<double>(buf, count, factor);
+      break;
     case DataType::kFloat16:
       Scale16<HalfToFloat, FloatToHalf>(buf, count, factor);
       break;
     case DataType::kBFloat16:
       Scale16<BFloat16ToFloat, FloatToBFloat16>(buf, count, factor);
       break;
-    case DataType::kBool: break;
+    case DataType::kBool:
+      break;
   }
 }
 

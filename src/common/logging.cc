@@ -24,8 +24,8 @@ LogLevel CurrentLogLevel() {
 
 void LogMessage(LogLevel level, const std::string& text) {
   static const char* names[] = {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR"};
-  std::string line = std::string("[horovod ") +
-                     names[static_cast<int>(level)] + "] " + text + "\n";
+  std::string line = std::string("[horovod ") + names[static_cast<int>(level)] +
+                     "] " + text + "\n";
   ssize_t ignored = ::write(2, line.data(), line.size());
   (void)ignored;
 }

@@ -16,13 +16,13 @@ void LogMessage(LogLevel level, const std::string& text);
 
 }  // namespace horovod
 
-#define HVD_LOG(level, expr)                                          \
-  do {                                                                \
-    if (::horovod::LogLevel::level >= ::horovod::CurrentLogLevel()) { \
-      std::ostringstream _hvd_os;                                     \
-      _hvd_os << expr;                                                \
+#define HVD_LOG(level, expr)                                            \
+  do {                                                                  \
+    if (::horovod::LogLevel::level >= ::horovod::CurrentLogLevel()) {   \
+      std::ostringstream _hvd_os;                                       \
+      _hvd_os << expr;                                                  \
       ::horovod::LogMessage(::horovod::LogLevel::level, _hvd_os.str()); \
-    }                                                                 \
+    }                                                                   \
   } while (0)
 
 #endif  // HOROVOD_COMMON_LOGGING_H_

@@ -27,41 +27,64 @@ size_t DataTypeSize(DataType t) {
 
 const char* DataTypeName(DataType t) {
   switch (t) {
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt8: return "int8";
-    case DataType::kInt16: return "int16";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-    case DataType::kFloat16: return "float16";
-    case DataType::kBFloat16: return "bfloat16";
-    case DataType::kFloat32: return "float32";
-    case DataType::kFloat64: return "float64";
-    case DataType::kBool: return "bool";
+    case DataType::kUInt8:
+      return "uint8";
+    case DataType::kInt8:
+      return "int8";
+    case DataType::kInt16:
+      return "int16";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBFloat16:
+      return "bfloat16";
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
+    case DataType::kBool:
+      return "bool";
   }
   return "invalid";
 }
 
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kAverage: return "Average";
-    case ReduceOp::kSum: return "Sum";
-    case ReduceOp::kAdasum: return "Adasum";
-    case ReduceOp::kMin: return "Min";
-    case ReduceOp::kMax: return "Max";
-    case ReduceOp::kProduct: return "Product";
+    case ReduceOp::kAverage:
+      return "Average";
+    case ReduceOp::kSum:
+      return "Sum";
+    case ReduceOp::kAdasum:
+      return "Adasum";
+    case ReduceOp::kMin:
+      return "Min";
+    case ReduceOp::kMax:
+      return "Max";
+    case ReduceOp::kProduct:
+      return "Product";
   }
   return "invalid";
 }
 
 const char* OpTypeName(OpType op) {
   switch (op) {
-    case OpType::kAllreduce: return "allreduce";
-    case OpType::kAllgather: return "allgather";
-    case OpType::kBroadcast: return "broadcast";
-    case OpType::kAlltoall: return "alltoall";
-    case OpType::kReducescatter: return "reducescatter";
-    case OpType::kBarrier: return "barrier";
-    case OpType::kJoin: return "join";
+    case OpType::kAllreduce:
+      return "allreduce";
+    case OpType::kAllgather:
+      return "allgather";
+    case OpType::kBroadcast:
+      return "broadcast";
+    case OpType::kAlltoall:
+      return "alltoall";
+    case OpType::kReducescatter:
+      return "reducescatter";
+    case OpType::kBarrier:
+      return "barrier";
+    case OpType::kJoin:
+      return "join";
   }
   return "invalid";
 }

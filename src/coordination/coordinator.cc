@@ -74,8 +74,8 @@ void Coordinator::AddRequest(const Request& r, Clock::time_point now) {
   if (IsOp(r.op, OpType::kJoin)) {
     joined_[r.rank] = true;
     last_joined_ = r.rank;
-    join_ready_ = std::all_of(joined_.begin(), joined_.end(),
-                              [](bool b) { return b; });
+    join_ready_ =
+        std::all_of(joined_.begin(), joined_.end(), [](bool b) { return b; });
     return;
   }
   Pending& p = table_[r.Key()];
@@ -191,13 +191,13 @@ std::vector<std::string> Coordinator::TakeStallWarnings(Clock::time_point now) {
     std::vector<int> ready;
     for (size_t i = 0; i < p.have.size(); ++i)
       if (p.have[i]) ready.push_back(static_cast<int>(i));
-    out.push_back("One or more tensors were submitted to be reduced, gathered "
-                  "or broadcasted by subset of ranks and are waiting for "
-                  "remainder of ranks for more than " +
-                  Fmt(config_.stall_check_s) + " seconds. Tensor '" +
-                  any->name + "' (" + OpName(any->op) + ") is ready on ranks " +
-                  RankList(ready) + " and missing on ranks " +
-                  RankList(Missing(p)) + ".");
+    out.push_back(
+        "One or more tensors were submitted to be reduced, gathered "
+        "or broadcasted by subset of ranks and are waiting for "
+        "remainder of ranks for more than " +
+        Fmt(config_.stall_check_s) + " seconds. Tensor '" + any->name + "' (" +
+        OpName(any->op) + ") is ready on ranks " + RankList(ready) +
+        " and missing on ranks " + RankList(Missing(p)) + ".");
   }
   return out;
 }
@@ -256,8 +256,8 @@ Response Coordinator::Validate(const Pending& p) {
                   Fmt(b.prescale) + ", " + Fmt(b.postscale) + ").");
     if (IsOp(a.op, OpType::kBroadcast) && b.root != a.root)
       return fail("Mismatched broadcast root ranks for " + who + ": " +
-                  at(ranks[0]) + " uses root " + std::to_string(a.root) +
-                  ", " + at(r) + " uses root " + std::to_string(b.root) + ".");
+                  at(ranks[0]) + " uses root " + std::to_string(a.root) + ", " +
+                  at(r) + " uses root " + std::to_string(b.root) + ".");
     if (b.device != a.device)
       return fail("Mismatched devices for " + who + ": " + at(ranks[0]) +
                   " has device " + std::to_string(a.device) + ", " + at(r) +
@@ -316,10 +316,10 @@ void Coordinator::Fuse(std::vector<Response>* responses) const {
     if (fusable) {
       for (size_t i = 0; i < out.size(); ++i) {
         Response& o = out[i];
-        if (IsOp(o.op, OpType::kAllreduce) && !o.error &&
-            o.dtype == r.dtype && o.reduce_op == r.reduce_op &&
-            o.process_set == r.process_set && o.device == r.device &&
-            o.prescale == r.prescale && o.postscale == r.postscale &&
+        if (IsOp(o.op, OpType::kAllreduce) && !o.error && o.dtype == r.dtype &&
+            o.reduce_op == r.reduce_op && o.process_set == r.process_set &&
+            o.device == r.device && o.prescale == r.prescale &&
+            o.postscale == r.postscale &&
             bytes[i] + nbytes <= config_.fusion_threshold) {
           o.names.push_back(r.names[0]);
           o.shapes.push_back(r.shapes[0]);

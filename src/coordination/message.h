@@ -44,9 +44,7 @@ struct Request {
   std::string group;
 
   // The identity the coordinator keys on: a name is unique per process set.
-  std::string Key() const {
-    return std::to_string(process_set) + ":" + name;
-  }
+  std::string Key() const { return std::to_string(process_set) + ":" + name; }
 };
 
 struct RequestList {

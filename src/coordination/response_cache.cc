@@ -9,9 +9,9 @@ std::string KeyOf(int32_t process_set, const std::string& name) {
 
 bool Matches(const Response& c, const Request& r) {
   return c.op == r.op && c.dtype == r.dtype && c.reduce_op == r.reduce_op &&
-         c.root == r.root && c.device == r.device &&
-         c.prescale == r.prescale && c.postscale == r.postscale &&
-         c.shapes.size() == 1 && c.shapes[0] == r.shape;
+         c.root == r.root && c.device == r.device && c.prescale == r.prescale &&
+         c.postscale == r.postscale && c.shapes.size() == 1 &&
+         c.shapes[0] == r.shape;
 }
 
 }  // namespace
@@ -40,13 +40,13 @@ void ResponseCache::Put(const Response& single, uint64_t epoch) {
   if (it != index_.end()) {
     slot = it->second;
     Entry& e = entries_[slot];
-    bool same = e.response.op == single.op && e.response.dtype == single.dtype &&
-                e.response.reduce_op == single.reduce_op &&
-                e.response.root == single.root &&
-                e.response.device == single.device &&
-                e.response.prescale == single.prescale &&
-                e.response.postscale == single.postscale &&
-                e.response.shapes == single.shapes;
+    bool same =
+        e.response.op == single.op && e.response.dtype == single.dtype &&
+        e.response.reduce_op == single.reduce_op &&
+        e.response.root == single.root && e.response.device == single.device &&
+        e.response.prescale == single.prescale &&
+        e.response.postscale == single.postscale &&
+        e.response.shapes == single.shapes;
     if (!same) {
       e.response = single;
       e.changed_at = epoch;

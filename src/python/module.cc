@@ -22,19 +22,33 @@ bool ToDataType(nb::dlpack::dtype t, DataType* out) {
   if (t.lanes != 1) return false;
   if (code == C::Int) {
     switch (t.bits) {
-      case 8: *out = DataType::kInt8; return true;
-      case 16: *out = DataType::kInt16; return true;
-      case 32: *out = DataType::kInt32; return true;
-      case 64: *out = DataType::kInt64; return true;
+      case 8:
+        *out = DataType::kInt8;
+        return true;
+      case 16:
+        *out = DataType::kInt16;
+        return true;
+      case 32:
+        *out = DataType::kInt32;
+        return true;
+      case 64:
+        *out = DataType::kInt64;
+        return true;
     }
   } else if (code == C::UInt && t.bits == 8) {
     *out = DataType::kUInt8;
     return true;
   } else if (code == C::Float) {
     switch (t.bits) {
-      case 16: *out = DataType::kFloat16; return true;
-      case 32: *out = DataType::kFloat32; return true;
-      case 64: *out = DataType::kFloat64; return true;
+      case 16:
+        *out = DataType::kFloat16;
+        return true;
+      case 32:
+        *out = DataType::kFloat32;
+        return true;
+      case 64:
+        *out = DataType::kFloat64;
+        return true;
     }
   } else if (code == C::Bfloat && t.bits == 16) {
     *out = DataType::kBFloat16;
@@ -52,13 +66,23 @@ nb::dlpack::dtype ToDlpack(DataType t) {
   d.lanes = 1;
   d.bits = static_cast<uint8_t>(DataTypeSize(t) * 8);
   switch (t) {
-    case DataType::kUInt8: d.code = static_cast<uint8_t>(C::UInt); break;
+    case DataType::kUInt8:
+      d.code = static_cast<uint8_t>(C::UInt);
+      break;
     case DataType::kFloat16:
     case DataType::kFloat32:
-    case DataType::kFloat64: d.code = static_cast<uint8_t>(C::Float); break;
-    case DataType::kBFloat16: d.code = static_cast<uint8_t>(C::Bfloat); break;
-    case DataType::kBool: d.code = static_cast<uint8_t>(C::Bool); break;
-    default: d.code = static_cast<uint8_t>(C::Int); break;
+    case DataType::kFloat64:
+      d.code = static_cast<uint8_t>(C::Float);
+      break;
+    case DataType::kBFloat16:
+      d.code = static_cast<uint8_t>(C::Bfloat);
+      break;
+    case DataType::kBool:
+      d.code = static_cast<uint8_t>(C::Bool);
+      break;
+    default:
+      d.code = static_cast<uint8_t>(C::Int);
+      break;
   }
   return d;
 }
@@ -75,8 +99,7 @@ TensorView ToView(const nb::ndarray<>& a) {
     throw nb::value_error(
         "unsupported tensor dtype: horovod supports uint8, int8, int16, "
         "int32, int64, float16, bfloat16, float32, float64 and bool");
-  if (a.device_type() != nb::device::cpu::value)
-    v.device = a.device_id();
+  if (a.device_type() != nb::device::cpu::value) v.device = a.device_id();
   v.data = a.data();
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {

@@ -63,7 +63,8 @@ Status ClientHandshake(const Socket& s, const HandshakeParams& p,
   ServerHello reply;
   HVD_RETURN_IF_ERROR(s.ReadAll(&reply, sizeof(reply), deadline));
   if (reply.magic != kHelloMagic || reply.version != kVersion)
-    return Status::Aborted("peer is not a horovod rank of a compatible version");
+    return Status::Aborted(
+        "peer is not a horovod rank of a compatible version");
   if (reply.rank != server_rank || reply.size != p.job_size)
     return Status::Aborted("expected rank " + std::to_string(server_rank) +
                            " of " + std::to_string(p.job_size) +

@@ -58,7 +58,8 @@ Status JobInfo::FromEnvironment(JobInfo* out, int generation) {
         !EnvString("OMPI_MCA_ess_base_jobid", &id))
       EnvString("OMPI_MCA_orte_hnp_uri", &id);
     j.rendezvous_file = PrivateFile("ompi:" + id, generation);
-  } else if (EnvString("RANK", &s) && EnvString("WORLD_SIZE", &s)) {  // torchrun
+  } else if (EnvString("RANK", &s) &&
+             EnvString("WORLD_SIZE", &s)) {  // torchrun
     HVD_RETURN_IF_ERROR(RequireInt("RANK", &j.rank));
     HVD_RETURN_IF_ERROR(RequireInt("WORLD_SIZE", &j.size));
     j.local_rank = IntOr("LOCAL_RANK", j.rank);
@@ -79,23 +80,22 @@ Status JobInfo::FromEnvironment(JobInfo* out, int generation) {
     return Status::InvalidArgument("invalid rank " + std::to_string(j.rank) +
                                    " for size " + std::to_string(j.size));
   if (j.local_size < 1 || j.local_rank < 0 || j.local_rank >= j.local_size)
-    return Status::InvalidArgument("invalid local rank " +
-                                   std::to_string(j.local_rank) +
-                                   " for local size " +
-                                   std::to_string(j.local_size));
+    return Status::InvalidArgument(
+        "invalid local rank " + std::to_string(j.local_rank) +
+        " for local size " + std::to_string(j.local_size));
   // Explicit settings override what the launcher implied.
   if (EnvString("HOROVOD_CONTROLLER_ADDR", &s)) j.controller_addr = s;
   int64_t port;
   if (EnvInt("HOROVOD_CONTROLLER_PORT", &port)) {
     if (port <= 0 || port > 65535)
-      return Status::InvalidArgument("HOROVOD_CONTROLLER_PORT=" +
-                                     std::to_string(port) + " is not a port");
+      return Status::InvalidArgument(
+          "HOROVOD_CONTROLLER_PORT=" + std::to_string(port) + " is not a port");
     j.controller_port = static_cast<int>(port);
   }
   if (from_launcher && j.controller_port == 0 && j.size > 1)
-    return Status::InvalidArgument(
-        "HOROVOD_CONTROLLER_PORT is not set for a " + std::to_string(j.size) +
-        "-rank job (launch with horovodrun)");
+    return Status::InvalidArgument("HOROVOD_CONTROLLER_PORT is not set for a " +
+                                   std::to_string(j.size) +
+                                   "-rank job (launch with horovodrun)");
   EnvString("HOROVOD_SECRET_KEY", &j.secret);
   EnvString("HOROVOD_BIND_ADDR", &j.bind_addr);
   if (j.bind_addr.empty() && j.local_size == j.size) j.bind_addr = "127.0.0.1";

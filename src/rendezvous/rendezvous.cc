@@ -47,8 +47,8 @@ Status PublishRendezvousFile(const std::string& path, int port,
   return Status::OK();
 }
 
-Status ReadRendezvousFile(const std::string& path, Deadline deadline,
-                          int* port, std::string* secret) {
+Status ReadRendezvousFile(const std::string& path, Deadline deadline, int* port,
+                          std::string* secret) {
   while (true) {
     struct stat st;
     if (stat(path.c_str(), &st) == 0) {
@@ -148,14 +148,15 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
   std::vector<std::string> addrs(n);
 
   if (job.rank == 0) {
-    std::string bind = job.controller_addr.empty() ? job.bind_addr
-                                                   : job.controller_addr;
+    std::string bind =
+        job.controller_addr.empty() ? job.bind_addr : job.controller_addr;
     int port = 0;
     HVD_RETURN_IF_ERROR(Socket::Listen(bind, job.controller_port,
                                        std::max(128, n), &listener, &port));
     if (job.controller_port == 0) {
       if (job.rendezvous_file.empty())
-        return Status::InvalidArgument("no controller port and no rendezvous file");
+        return Status::InvalidArgument(
+            "no controller port and no rendezvous file");
       uint8_t raw[32];
       if (!SecureRandom(raw, sizeof(raw)))
         return Status::Internal("no secure random source");
@@ -167,9 +168,9 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
           "HOROVOD_SECRET_KEY is not set: a multi-process job needs the job "
           "secret (horovodrun sets it)");
     }
-    addrs[0] = (bind.empty() || bind == "0.0.0.0" ? std::string("127.0.0.1")
-                                                  : bind) +
-               ":" + std::to_string(port);
+    addrs[0] =
+        (bind.empty() || bind == "0.0.0.0" ? std::string("127.0.0.1") : bind) +
+        ":" + std::to_string(port);
     out->control.resize(n);
     Status st = AcceptLinks(
         listener, hp, LinkKind::kControl, deadline, &out->control,
@@ -209,7 +210,8 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
                              " could not reach rank 0: " + st.message());
     hp.kind = LinkKind::kControl;
     HVD_RETURN_IF_ERROR(ClientHandshake(ctl, hp, 0, deadline));
-    std::string local = job.bind_addr.empty() ? ctl.LocalAddress() : job.bind_addr;
+    std::string local =
+        job.bind_addr.empty() ? ctl.LocalAddress() : job.bind_addr;
     int my_port = 0;
     HVD_RETURN_IF_ERROR(
         Socket::Listen(local, 0, std::max(128, n), &listener, &my_port));
@@ -218,10 +220,10 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
     std::string table;
     st = ctl.ReadFrame(static_cast<size_t>(n) * 300 + 64, deadline, &table);
     if (!st.ok())
-      return Status::Timeout("rank " + std::to_string(job.rank) +
-                             " did not receive the peer table from rank 0: " +
-                             st.message() +
-                             " (another rank may have failed to start)");
+      return Status::Timeout(
+          "rank " + std::to_string(job.rank) +
+          " did not receive the peer table from rank 0: " + st.message() +
+          " (another rank may have failed to start)");
     std::istringstream lines(table);
     for (int r = 0; r < n; ++r) {
       if (!std::getline(lines, addrs[r]))

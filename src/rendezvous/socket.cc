@@ -73,7 +73,8 @@ Status Socket::Listen(const std::string& addr, int port, int backlog,
   sockaddr_in sa;
   HVD_RETURN_IF_ERROR(Resolve(addr, port, &sa));
   Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return Status::Internal(std::string("socket: ") + strerror(errno));
+  if (!s.valid())
+    return Status::Internal(std::string("socket: ") + strerror(errno));
   int one = 1;
   setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(s.fd(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
@@ -97,7 +98,8 @@ Status Socket::Connect(const std::string& host, int port, Deadline deadline,
   std::string last = "no attempt";
   while (true) {
     Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!s.valid()) return Status::Internal(std::string("socket: ") + strerror(errno));
+    if (!s.valid())
+      return Status::Internal(std::string("socket: ") + strerror(errno));
     SetNonBlocking(s.fd());
     int rc = connect(s.fd(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
     if (rc != 0 && errno == EINPROGRESS) {
@@ -200,8 +202,7 @@ Status Socket::ReadFrame(size_t max_len, Deadline deadline,
   uint32_t magic, len;
   std::memcpy(&magic, header, 4);
   std::memcpy(&len, header + 4, 4);
-  if (magic != kFrameMagic)
-    return Status::Aborted("bad frame magic from peer");
+  if (magic != kFrameMagic) return Status::Aborted("bad frame magic from peer");
   if (len > max_len)
     return Status::Aborted("frame of " + std::to_string(len) +
                            " bytes exceeds the limit of " +

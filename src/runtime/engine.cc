@@ -7,6 +7,8 @@
 //   3. execute each response list in order (same order on every rank).
 // The loop sleeps in poll(2) on the queue's eventfd and the control sockets,
 // so it wakes on enqueue or on a message and never spins.
+#include "horovod/engine.h"
+
 #include <poll.h>
 
 #include <algorithm>
@@ -18,7 +20,6 @@
 #include "common/logging.h"
 #include "coordination/coordinator.h"
 #include "coordination/wire.h"
-#include "horovod/engine.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/executor.h"
 #include "runtime/process_set_table.h"
@@ -70,8 +71,8 @@ class EngineImpl {
       cc.stall_shutdown_s = knobs_.stall_shutdown_s;
       coordinator_ = std::make_unique<Coordinator>(cc, &cache_);
     }
-    executor_ = std::make_unique<Executor>(transport_.get(), &queue_, &sets_,
-                                           knobs_);
+    executor_ =
+        std::make_unique<Executor>(transport_.get(), &queue_, &sets_, knobs_);
     thread_ = std::thread([this] { Loop(); });
     return Status::OK();
   }
@@ -83,14 +84,13 @@ class EngineImpl {
                  const CollectiveArgs& args, std::vector<Handle>* handles) {
     std::vector<int> members;
     if (!sets_.Get(args.process_set, &members))
-      return Status::InvalidArgument("process set " +
-                                     std::to_string(args.process_set) +
-                                     " is not registered on rank " +
-                                     std::to_string(job_.rank));
-    if (std::find(members.begin(), members.end(), job_.rank) == members.end())
       return Status::InvalidArgument(
-          "rank " + std::to_string(job_.rank) + " is not a member of process set " +
-          std::to_string(args.process_set));
+          "process set " + std::to_string(args.process_set) +
+          " is not registered on rank " + std::to_string(job_.rank));
+    if (std::find(members.begin(), members.end(), job_.rank) == members.end())
+      return Status::InvalidArgument("rank " + std::to_string(job_.rank) +
+                                     " is not a member of process set " +
+                                     std::to_string(args.process_set));
     std::vector<TensorEntry> entries;
     handles->clear();
     std::string group;
@@ -148,7 +148,8 @@ class EngineImpl {
     queue_.Wake();
     // The coordinator ends the job for every rank as soon as one asks; bound
     // the wait in case rank 0 cannot be reached.
-    auto until = Clock::now() + std::chrono::seconds(static_cast<int>(kShutdownWaitS));
+    auto until =
+        Clock::now() + std::chrono::seconds(static_cast<int>(kShutdownWaitS));
     while (!loop_done_.load() && Clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (!loop_done_.load()) {
@@ -168,8 +169,8 @@ class EngineImpl {
 
   Status Validate(OpType op, const TensorView& t, const CollectiveArgs& args,
                   const std::vector<int>& members, Request* r) {
-    const std::string where = " (rank " + std::to_string(job_.rank) +
-                              ", tensor '" + r->name + "')";
+    const std::string where =
+        " (rank " + std::to_string(job_.rank) + ", tensor '" + r->name + "')";
     if (t.device != -1)
       return Status::InvalidArgument(
           "only CPU tensors are supported by this build" + where);
@@ -177,11 +178,13 @@ class EngineImpl {
       if (d < 0) return Status::InvalidArgument("negative dimension" + where);
     if (t.data == nullptr && t.NumElements() > 0)
       return Status::InvalidArgument("tensor has no data" + where);
-    const bool reduces = op == OpType::kAllreduce || op == OpType::kReducescatter;
+    const bool reduces =
+        op == OpType::kAllreduce || op == OpType::kReducescatter;
     if (reduces && args.op == ReduceOp::kAdasum)
       return Status::InvalidArgument(
           "op=Adasum is not supported by this engine yet; use Average or "
-          "Sum" + where);
+          "Sum" +
+          where);
     if (t.dtype == DataType::kBool &&
         (op == OpType::kReducescatter ||
          (op == OpType::kAllreduce && args.op == ReduceOp::kAverage)))
@@ -196,28 +199,32 @@ class EngineImpl {
         std::find(members.begin(), members.end(), args.root) == members.end())
       return Status::InvalidArgument(
           "broadcast root rank " + std::to_string(args.root) +
-          " is out of range for a process set of ranks " + ShapeString(
-              std::vector<int64_t>(members.begin(), members.end())) + where);
+          " is out of range for a process set of ranks " +
+          ShapeString(std::vector<int64_t>(members.begin(), members.end())) +
+          where);
     if ((op == OpType::kAllgather || op == OpType::kAlltoall) &&
         t.shape.empty())
       return Status::InvalidArgument(std::string(OpTypeName(op)) +
                                      " needs a tensor of at least one "
-                                     "dimension" + where);
+                                     "dimension" +
+                                     where);
     if (op == OpType::kAlltoall) {
       const int64_t n = static_cast<int64_t>(members.size());
       if (args.splits.empty()) {
         if (t.shape[0] % n != 0)
           return Status::InvalidArgument(
               "alltoall without splits needs dim 0 (" +
-              std::to_string(t.shape[0]) + ") divisible by the number of "
-              "ranks (" + std::to_string(n) + ")" + where);
+              std::to_string(t.shape[0]) +
+              ") divisible by the number of "
+              "ranks (" +
+              std::to_string(n) + ")" + where);
         r->splits.assign(n, t.shape[0] / n);
       } else {
         if (static_cast<int64_t>(args.splits.size()) != n)
-          return Status::InvalidArgument(
-              "alltoall splits have " + std::to_string(args.splits.size()) +
-              " entries but the process set has " + std::to_string(n) +
-              " ranks" + where);
+          return Status::InvalidArgument("alltoall splits have " +
+                                         std::to_string(args.splits.size()) +
+                                         " entries but the process set has " +
+                                         std::to_string(n) + " ranks" + where);
         int64_t sum = 0;
         for (int64_t s : args.splits) {
           if (s < 0)
@@ -240,6 +247,46 @@ class EngineImpl {
     Status st = job_.rank == 0 ? CoordinatorLoop() : WorkerLoop();
     if (!st.ok()) Fatal(st.message());
     loop_done_.store(true);
+  }
+
+  // A collective failing on a broken link says only which neighbour this
+  // rank lost; the control plane usually knows which rank actually died.
+  // Rank 0 looks for a worker whose control link dropped or that reported a
+  // failure; a worker looks for rank 0's abort message.
+  Status RootCause(const Status& st) {
+    if (job_.size == 1) return st;
+    Deadline deadline = Deadline::After(1.0);
+    const size_t first = job_.rank == 0 ? 1 : 0;
+    const size_t last = job_.rank == 0 ? control_.size() : 1;
+    for (size_t r = first; r < last; ++r) {
+      std::string frame;
+      while (!deadline.Expired()) {
+        pollfd p = {control_[r].fd(), POLLIN, 0};
+        if (poll(&p, 1, job_.rank == 0 ? 0 : deadline.RemainingMs()) <= 0)
+          break;
+        Status rs = control_[r].ReadFrame(kMaxControlFrame, deadline, &frame);
+        if (!rs.ok()) {
+          if (job_.rank == 0)
+            return Status::Aborted("rank " + std::to_string(r) +
+                                   " disconnected; it probably died (" +
+                                   st.message() + ")");
+          break;
+        }
+        if (job_.rank == 0) {
+          RequestList l;
+          if (DecodeRequestList(frame, job_.size, &l).ok() &&
+              !l.abort_reason.empty())
+            return Status::Aborted("rank " + std::to_string(r) +
+                                   " failed: " + l.abort_reason);
+        } else {
+          ResponseList l;
+          if (DecodeResponseList(frame, job_.size, &cache_, &l).ok() &&
+              !l.abort_reason.empty())
+            return Status::Aborted(l.abort_reason);
+        }
+      }
+    }
+    return st;
   }
 
   RequestList CollectRequests() {
@@ -276,8 +323,10 @@ class EngineImpl {
       auto wake = coordinator_->NextWake(now);
       if (wake != Clock::time_point::max())
         timeout = static_cast<int>(std::min<int64_t>(
-            1000, std::chrono::duration_cast<std::chrono::milliseconds>(
-                      wake - now).count() + 1));
+            1000,
+            std::chrono::duration_cast<std::chrono::milliseconds>(wake - now)
+                    .count() +
+                1));
       if (coordinator_->ShouldEmit(now)) timeout = 0;
       poll(fds.data(), n, timeout);
       if (fds[0].revents) queue_.DrainWake();
@@ -297,8 +346,8 @@ class EngineImpl {
         RequestList list;
         HVD_RETURN_IF_ERROR(DecodeRequestList(frame, n, &list));
         if (!list.abort_reason.empty())
-          return Status::Aborted("rank " + std::to_string(r) + " failed: " +
-                                 list.abort_reason);
+          return Status::Aborted("rank " + std::to_string(r) +
+                                 " failed: " + list.abort_reason);
         coordinator_->AddRequestList(r, list, now);
       }
       for (const std::string& w : coordinator_->TakeStallWarnings(now))
@@ -309,7 +358,8 @@ class EngineImpl {
       for (int r = 1; r < n; ++r)
         HVD_RETURN_IF_ERROR(control_[r].WriteFrame(
             frame, Deadline::After(knobs_.operation_timeout_s)));
-      HVD_RETURN_IF_ERROR(ExecuteList(out));
+      Status st = ExecuteList(out);
+      if (!st.ok()) return RootCause(st);
       if (out.shutdown) return Status::OK();
     }
   }
@@ -334,7 +384,8 @@ class EngineImpl {
       ResponseList list;
       HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
       if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
-      HVD_RETURN_IF_ERROR(ExecuteList(list));
+      st = ExecuteList(list);
+      if (!st.ok()) return RootCause(st);
       if (list.shutdown) return Status::OK();
     }
   }
@@ -343,7 +394,8 @@ class EngineImpl {
   // shutdown list may still be unread), this is a clean exit.
   Status LostCoordinator(const Status& cause) {
     std::string frame;
-    while (control_[0].ReadFrame(kMaxControlFrame, Deadline::After(1), &frame)
+    while (control_[0]
+               .ReadFrame(kMaxControlFrame, Deadline::After(1), &frame)
                .ok()) {
       ResponseList list;
       if (DecodeResponseList(frame, job_.size, &cache_, &list).ok() &&
@@ -403,12 +455,14 @@ class EngineImpl {
       } else if (!control_.empty() && control_[0].valid()) {
         RequestList l;
         l.abort_reason = reason;
-        (void)control_[0].WriteFrame(EncodeRequestList(l), Deadline::After(0.5));
+        (void)control_[0].WriteFrame(EncodeRequestList(l),
+                                     Deadline::After(0.5));
       }
       transport_->Abort(reason);
       for (auto& s : control_) s.Close();
     }
     queue_.FailAll(Status::Aborted(text));
+    executor_->FailBroken(Status::Aborted(text));
   }
 
   JobInfo job_;
@@ -499,9 +553,9 @@ Status Engine::GroupedReducescatter(const std::vector<TensorView>& ts,
 
 Status Engine::Barrier(int process_set) {
   Handle h;
-  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(
-      static_cast<uint8_t>(OpType::kBarrier), "__barrier__", {}, 0,
-      process_set, &h));
+  HVD_RETURN_IF_ERROR(
+      impl_->EnqueueControl(static_cast<uint8_t>(OpType::kBarrier),
+                            "__barrier__", {}, 0, process_set, &h));
   return h.Wait();
 }
 
@@ -535,9 +589,9 @@ Status Engine::AddProcessSet(const std::vector<int>& ranks, int* id) {
 
 Status Engine::RemoveProcessSet(int id) {
   Handle h;
-  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(
-      static_cast<uint8_t>(ControlOp::kRemoveProcessSet),
-      "__remove_process_set__", {}, id, 0, &h));
+  HVD_RETURN_IF_ERROR(
+      impl_->EnqueueControl(static_cast<uint8_t>(ControlOp::kRemoveProcessSet),
+                            "__remove_process_set__", {}, id, 0, &h));
   return h.Wait();
 }
 

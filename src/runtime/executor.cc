@@ -30,7 +30,23 @@ Executor::Executor(Transport* transport, TensorQueue* queue,
   algo_.ring_chunk_bytes = knobs.ring_chunk_bytes;
 }
 
-void Executor::Finish(TensorEntry& e, const Status& s) { e.handle->Complete(s); }
+void Executor::Finish(TensorEntry& e, const Status& s) {
+  e.handle->Complete(s);
+}
+
+// Collectives fail only when the transport does; such entries wait for
+// FailBroken so their error names the rank that died.
+void Executor::Done(TensorEntry& e, const Status& s) {
+  if (s.ok())
+    Finish(e, s);
+  else
+    broken_.push_back(std::move(e));
+}
+
+void Executor::FailBroken(const Status& status) {
+  for (auto& e : broken_) Finish(e, status);
+  broken_.clear();
+}
 
 Status Executor::Execute(const Response& r) {
   if (r.error) {
@@ -70,11 +86,16 @@ Status Executor::Execute(const Response& r) {
     return Status::OK();  // not ours to run
   Communicator comm(transport_, members, &algo_scratch_, algo_);
   switch (static_cast<OpType>(r.op)) {
-    case OpType::kAllreduce: return Allreduce(r, comm);
-    case OpType::kAllgather: return Allgather(r, comm);
-    case OpType::kBroadcast: return Broadcast(r, comm);
-    case OpType::kAlltoall: return Alltoall(r, comm);
-    case OpType::kReducescatter: return Reducescatter(r, comm);
+    case OpType::kAllreduce:
+      return Allreduce(r, comm);
+    case OpType::kAllgather:
+      return Allgather(r, comm);
+    case OpType::kBroadcast:
+      return Broadcast(r, comm);
+    case OpType::kAlltoall:
+      return Alltoall(r, comm);
+    case OpType::kReducescatter:
+      return Reducescatter(r, comm);
     case OpType::kBarrier: {
       TensorEntry e;
       if (queue_->Take(KeyOf(r.process_set, r.names[0]), &e))
@@ -96,8 +117,8 @@ Status Executor::Allreduce(const Response& r, Communicator& comm) {
     present[i] = queue_->Take(KeyOf(r.process_set, r.names[i]), &entries[i]);
     total += Product(r.shapes[i]);
   }
-  ReduceOp op = r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum
-                                                  : r.reduce_op;
+  ReduceOp op =
+      r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : r.reduce_op;
   double post = r.postscale;
   if (r.reduce_op == ReduceOp::kAverage) post /= comm.size();
   // A single tensor is reduced where it lies; several (or a joined rank's
@@ -111,8 +132,10 @@ Status Executor::Allreduce(const Response& r, Communicator& comm) {
     size_t off = 0;
     for (size_t i = 0; i < n; ++i) {
       size_t bytes = static_cast<size_t>(Product(r.shapes[i])) * esize;
-      if (present[i]) std::memcpy(buf + off, entries[i].tensor.data, bytes);
-      else std::memset(buf + off, 0, bytes);
+      if (present[i])
+        std::memcpy(buf + off, entries[i].tensor.data, bytes);
+      else
+        std::memset(buf + off, 0, bytes);
       off += bytes;
     }
   }
@@ -128,7 +151,7 @@ Status Executor::Allreduce(const Response& r, Communicator& comm) {
     }
   }
   for (size_t i = 0; i < n; ++i)
-    if (present[i]) Finish(entries[i], st);
+    if (present[i]) Done(entries[i], st);
   return st;
 }
 
@@ -148,7 +171,7 @@ Status Executor::Allgather(const Response& r, Communicator& comm) {
   e.handle->output = out;
   e.handle->output_shape = shape;
   e.handle->output_shape[0] = rows;
-  Finish(e, st);
+  Done(e, st);
   return st;
 }
 
@@ -158,9 +181,9 @@ Status Executor::Broadcast(const Response& r, Communicator& comm) {
   int root = 0;
   for (int m = 0; m < comm.size(); ++m)
     if (comm.global_rank(m) == r.root) root = m;
-  Status st = horovod::Broadcast(comm, e.tensor.data,
-                                 static_cast<int64_t>(e.tensor.NumBytes()), root);
-  Finish(e, st);
+  Status st = horovod::Broadcast(
+      comm, e.tensor.data, static_cast<int64_t>(e.tensor.NumBytes()), root);
+  Done(e, st);
   return st;
 }
 
@@ -183,7 +206,7 @@ Status Executor::Alltoall(const Response& r, Communicator& comm) {
   e.handle->output_shape = e.tensor.shape;
   e.handle->output_shape[0] = rows;
   e.handle->received_splits = splits;
-  Finish(e, st);
+  Done(e, st);
   return st;
 }
 
@@ -205,8 +228,8 @@ Status Executor::Reducescatter(const Response& r, Communicator& comm) {
   int64_t total = dim0 * row_elems;
   char* buf = fusion_buffer_.Get(static_cast<size_t>(total) * esize);
   std::memcpy(buf, e.tensor.data, static_cast<size_t>(total) * esize);
-  ReduceOp op = r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum
-                                                  : r.reduce_op;
+  ReduceOp op =
+      r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : r.reduce_op;
   double post = r.postscale;
   if (r.reduce_op == ReduceOp::kAverage) post /= n;
   ScaleBuffer(buf, total, r.dtype, r.prescale);
@@ -220,7 +243,7 @@ Status Executor::Reducescatter(const Response& r, Communicator& comm) {
   if (e.handle->output_shape.empty()) e.handle->output_shape = {1};
   e.handle->output_shape[0] = counts[me] / std::max<int64_t>(row_elems, 1);
   if (row_elems == 0) e.handle->output_shape[0] = dim0 / n + (me < dim0 % n);
-  Finish(e, st);
+  Done(e, st);
   return st;
 }
 

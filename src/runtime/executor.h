@@ -21,6 +21,9 @@ class Executor {
            const Knobs& knobs);
 
   Status Execute(const Response& resp);
+  // Completes the entries whose transfer broke, once the engine knows the
+  // root cause (which rank died) rather than just the broken link.
+  void FailBroken(const Status& status);
 
  private:
   Status Allreduce(const Response& r, Communicator& comm);
@@ -29,6 +32,7 @@ class Executor {
   Status Alltoall(const Response& r, Communicator& comm);
   Status Reducescatter(const Response& r, Communicator& comm);
   void Finish(TensorEntry& e, const Status& s);
+  void Done(TensorEntry& e, const Status& s);
 
   Transport* transport_;
   TensorQueue* queue_;
@@ -36,6 +40,7 @@ class Executor {
   AlgorithmConfig algo_;
   Scratch algo_scratch_;   // algorithm temporaries
   Scratch fusion_buffer_;  // packed tensors of a fused response
+  std::vector<TensorEntry> broken_;
 };
 
 }  // namespace horovod

@@ -26,9 +26,9 @@ Status Handle::Wait(double timeout_s) const {
   std::unique_lock<std::mutex> lock(state_->mu);
   if (timeout_s < 0) {
     state_->cv.wait(lock, [&] { return state_->done; });
-  } else if (!state_->cv.wait_for(
-                 lock, std::chrono::duration<double>(timeout_s),
-                 [&] { return state_->done; })) {
+  } else if (!state_->cv.wait_for(lock,
+                                  std::chrono::duration<double>(timeout_s),
+                                  [&] { return state_->done; })) {
     return Status::Timeout("operation still in progress");
   }
   return state_->status;

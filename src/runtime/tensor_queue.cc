@@ -5,8 +5,7 @@
 
 namespace horovod {
 
-TensorQueue::TensorQueue()
-    : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+TensorQueue::TensorQueue() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 TensorQueue::~TensorQueue() {
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -23,8 +22,8 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
         dup = entries[j].request.Key() == key;
       if (dup)
         return Status::InvalidArgument(
-            "Duplicate tensor name '" + entries[i].request.name +
-            "' on rank " + std::to_string(entries[i].request.rank) +
+            "Duplicate tensor name '" + entries[i].request.name + "' on rank " +
+            std::to_string(entries[i].request.rank) +
             ": an operation with this name is already in flight. Give each "
             "in-flight tensor a unique name.");
     }

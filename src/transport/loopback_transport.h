@@ -39,8 +39,7 @@ class LoopbackTransport : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return fabric_->size(); }
   Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
-                  size_t rlen, size_t chunk,
-                  const ChunkFn* on_chunk) override;
+                  size_t rlen, size_t chunk, const ChunkFn* on_chunk) override;
   void Abort(const std::string&) override {}
 
  private:

@@ -20,8 +20,7 @@ class TcpTransport : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(peers_.size()); }
   Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
-                  size_t rlen, size_t chunk,
-                  const ChunkFn* on_chunk) override;
+                  size_t rlen, size_t chunk, const ChunkFn* on_chunk) override;
   void Abort(const std::string& reason) override;
 
  private:

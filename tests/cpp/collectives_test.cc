@@ -25,16 +25,36 @@ std::vector<char> Fill(DataType t, int64_t count, int rank, bool tiny) {
     double v = tiny ? 1 + (i + rank) % 2 : (rank + 1) * (i % 5 + 1);
     char* p = out.data() + i * DataTypeSize(t);
     switch (t) {
-      case DataType::kUInt8: *reinterpret_cast<uint8_t*>(p) = uint8_t(v); break;
-      case DataType::kInt8: *reinterpret_cast<int8_t*>(p) = int8_t(v); break;
-      case DataType::kInt16: *reinterpret_cast<int16_t*>(p) = int16_t(v); break;
-      case DataType::kInt32: *reinterpret_cast<int32_t*>(p) = int32_t(v); break;
-      case DataType::kInt64: *reinterpret_cast<int64_t*>(p) = int64_t(v); break;
-      case DataType::kFloat16: *reinterpret_cast<uint16_t*>(p) = FloatToHalf(float(v)); break;
-      case DataType::kBFloat16: *reinterpret_cast<uint16_t*>(p) = FloatToBFloat16(float(v)); break;
-      case DataType::kFloat32: *reinterpret_cast<float*>(p) = float(v); break;
-      case DataType::kFloat64: *reinterpret_cast<double*>(p) = v; break;
-      case DataType::kBool: *reinterpret_cast<uint8_t*>(p) = (i + rank) % 3 == 0; break;
+      case DataType::kUInt8:
+        *reinterpret_cast<uint8_t*>(p) = uint8_t(v);
+        break;
+      case DataType::kInt8:
+        *reinterpret_cast<int8_t*>(p) = int8_t(v);
+        break;
+      case DataType::kInt16:
+        *reinterpret_cast<int16_t*>(p) = int16_t(v);
+        break;
+      case DataType::kInt32:
+        *reinterpret_cast<int32_t*>(p) = int32_t(v);
+        break;
+      case DataType::kInt64:
+        *reinterpret_cast<int64_t*>(p) = int64_t(v);
+        break;
+      case DataType::kFloat16:
+        *reinterpret_cast<uint16_t*>(p) = FloatToHalf(float(v));
+        break;
+      case DataType::kBFloat16:
+        *reinterpret_cast<uint16_t*>(p) = FloatToBFloat16(float(v));
+        break;
+      case DataType::kFloat32:
+        *reinterpret_cast<float*>(p) = float(v);
+        break;
+      case DataType::kFloat64:
+        *reinterpret_cast<double*>(p) = v;
+        break;
+      case DataType::kBool:
+        *reinterpret_cast<uint8_t*>(p) = (i + rank) % 3 == 0;
+        break;
     }
   }
   return out;
@@ -60,7 +80,8 @@ void RunRanks(int n, const std::function<void(Communicator&)>& fn) {
   for (auto& t : threads) t.join();
 }
 
-using AllreduceFn = Status (*)(Communicator&, void*, int64_t, DataType, ReduceOp);
+using AllreduceFn = Status (*)(Communicator&, void*, int64_t, DataType,
+                               ReduceOp);
 
 void CheckAllreduce(AllreduceFn fn, int n, int64_t count, DataType t,
                     ReduceOp op) {
@@ -76,15 +97,16 @@ void CheckAllreduce(AllreduceFn fn, int n, int64_t count, DataType t,
     ASSERT_TRUE(fn(c, got[c.rank()].data(), count, t, op).ok());
   });
   for (int r = 0; r < n; ++r)
-    ASSERT_EQ(got[r], want) << "rank " << r << " n=" << n << " count=" << count
-                            << " dtype=" << DataTypeName(t)
-                            << " op=" << ReduceOpName(op);
+    ASSERT_EQ(got[r], want)
+        << "rank " << r << " n=" << n << " count=" << count
+        << " dtype=" << DataTypeName(t) << " op=" << ReduceOpName(op);
 }
 
-const DataType kAllTypes[] = {
-    DataType::kUInt8,   DataType::kInt8,    DataType::kInt16, DataType::kInt32,
-    DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-    DataType::kFloat32, DataType::kFloat64, DataType::kBool};
+const DataType kAllTypes[] = {DataType::kUInt8,    DataType::kInt8,
+                              DataType::kInt16,    DataType::kInt32,
+                              DataType::kInt64,    DataType::kFloat16,
+                              DataType::kBFloat16, DataType::kFloat32,
+                              DataType::kFloat64,  DataType::kBool};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
                          ReduceOp::kProduct};
 
@@ -93,16 +115,16 @@ TEST(Allreduce, EveryDtypeOpAndWorldSize) {
     for (DataType t : kAllTypes)
       for (ReduceOp op : kOps)
         for (int64_t count : {0, 1, 7})
-          for (AllreduceFn fn : {&Allreduce, &RingAllreduce,
-                                 &RecursiveDoublingAllreduce})
+          for (AllreduceFn fn :
+               {&Allreduce, &RingAllreduce, &RecursiveDoublingAllreduce})
             CheckAllreduce(fn, n, count, t, op);
 }
 
 TEST(Allreduce, RingChunkBoundariesAndLargeCounts) {
   const int64_t per_chunk = kChunkBytes / 4;
   for (int n : {2, 3, 5, 8})
-    for (int64_t count : {n * per_chunk - 1, n * per_chunk, n * per_chunk + 1,
-                          int64_t(100003)})
+    for (int64_t count :
+         {n * per_chunk - 1, n * per_chunk, n * per_chunk + 1, int64_t(100003)})
       for (AllreduceFn fn : {&RingAllreduce, &RecursiveDoublingAllreduce})
         CheckAllreduce(fn, n, count, DataType::kFloat32, ReduceOp::kSum);
   CheckAllreduce(&RingAllreduce, 4, 5000, DataType::kFloat16, ReduceOp::kSum);
@@ -121,7 +143,8 @@ TEST(Allgatherv, UnevenIncludingEmpty) {
       ASSERT_TRUE(Allgatherv(c, mine.data(), got[c.rank()].data(), bytes).ok());
     });
     std::vector<char> want;
-    for (int r = 0; r < n; ++r) want.insert(want.end(), bytes[r], char('a' + r));
+    for (int r = 0; r < n; ++r)
+      want.insert(want.end(), bytes[r], char('a' + r));
     for (int r = 0; r < n; ++r) EXPECT_EQ(got[r], want) << n;
   }
 }
@@ -160,7 +183,8 @@ TEST(Alltoallv, UnevenSplits) {
     });
     for (int d = 0; d < n; ++d) {
       std::vector<char> want;
-      for (int s = 0; s < n; ++s) want.insert(want.end(), (s + d) % 3, char(s * 16 + d));
+      for (int s = 0; s < n; ++s)
+        want.insert(want.end(), (s + d) % 3, char(s * 16 + d));
       EXPECT_EQ(got[d], want);
     }
   }
@@ -174,18 +198,21 @@ TEST(ReduceScatter, UnevenBlocks) {
     std::vector<char> want = Fill(DataType::kInt32, total, 0, false);
     for (int r = 1; r < n; ++r) {
       auto in = Fill(DataType::kInt32, total, r, false);
-      ReduceInto(want.data(), in.data(), total, DataType::kInt32, ReduceOp::kSum);
+      ReduceInto(want.data(), in.data(), total, DataType::kInt32,
+                 ReduceOp::kSum);
     }
     std::vector<std::vector<char>> got(n);
     RunRanks(n, [&](Communicator& c) {
       got[c.rank()] = Fill(DataType::kInt32, total, c.rank(), false);
       ASSERT_TRUE(RingReduceScatter(c, got[c.rank()].data(), counts,
-                                    DataType::kInt32, ReduceOp::kSum).ok());
+                                    DataType::kInt32, ReduceOp::kSum)
+                      .ok());
     });
     int64_t off = 0;
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(0, std::memcmp(got[r].data() + off * 4, want.data() + off * 4,
-                               counts[r] * 4)) << "n=" << n << " r=" << r;
+                               counts[r] * 4))
+          << "n=" << n << " r=" << r;
       off += counts[r];
     }
   }
@@ -196,10 +223,12 @@ TEST(Reduce, HalfPrecisionConversions) {
   EXPECT_EQ(HalfToFloat(FloatToHalf(65504.f)), 65504.f);
   EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(70000.f))));
   EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(NAN))));
-  EXPECT_EQ(HalfToFloat(FloatToHalf(5.960464477539063e-08f)), 5.960464477539063e-08f);
+  EXPECT_EQ(HalfToFloat(FloatToHalf(5.960464477539063e-08f)),
+            5.960464477539063e-08f);
   EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(3.0f)), 3.0f);
   EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(NAN))));
-  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 4096), FloatToHalf(1.0f));  // ties to even
+  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 4096),
+            FloatToHalf(1.0f));  // ties to even
 }
 
 TEST(Reduce, ScaleTruncatesIntegers) {

@@ -63,8 +63,9 @@ TEST_F(CoordinatorTest, FusesUpToThreshold) {
   cfg.fusion_threshold = 40;  // bytes: two float32[4] tensors fit, not three
   Coordinator c(cfg, nullptr);
   for (int r = 0; r < 2; ++r)
-    c.AddRequestList(r, List({Ar(r, "x", {4}), Ar(r, "y", {4}), Ar(r, "z", {4}),
-                              Ar(r, "d", {4}, DataType::kFloat64)}),
+    c.AddRequestList(r,
+                     List({Ar(r, "x", {4}), Ar(r, "y", {4}), Ar(r, "z", {4}),
+                           Ar(r, "d", {4}, DataType::kFloat64)}),
                      At(0));
   ResponseList out = c.TakeResponses(At(0));
   ASSERT_EQ(out.responses.size(), 3u);
@@ -117,7 +118,8 @@ TEST_F(CoordinatorTest, StallWarnsThenFails) {
   ResponseList out = c.TakeResponses(At(5.1));
   ASSERT_EQ(out.responses.size(), 1u);
   EXPECT_TRUE(out.responses[0].error);
-  EXPECT_NE(out.responses[0].error_message.find("ranks [2]"), std::string::npos);
+  EXPECT_NE(out.responses[0].error_message.find("ranks [2]"),
+            std::string::npos);
   EXPECT_EQ(c.pending(), 0u);
 }
 

@@ -1,7 +1,7 @@
 // The public C++ API end to end: three engines in one process (one per
 // thread), joined over real authenticated TCP links.
-#include <horovod/engine.h>
 #include <gtest/gtest.h>
+#include <horovod/engine.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -45,7 +45,10 @@ TEST(Engine, CollectivesMismatchAndShutdown) {
     ranks.emplace_back([&, r] {
       std::unique_ptr<Engine> e;
       Status st = Engine::Start(Job(r, n, port, "test-secret"), &e);
-      if (!st.ok()) { failures[r] = st.ToString(); return; }
+      if (!st.ok()) {
+        failures[r] = st.ToString();
+        return;
+      }
       std::vector<float> v(1000, float(r + 1));
       TensorView t{v.data(), DataType::kFloat32, {1000}};
       CollectiveArgs args;
@@ -94,7 +97,8 @@ TEST(Engine, WrongSecretIsRefused) {
   b.join();
   EXPECT_FALSE(st0.ok());
   EXPECT_FALSE(st1.ok());
-  EXPECT_NE(st0.message().find("did not connect"), std::string::npos) << st0.message();
+  EXPECT_NE(st0.message().find("did not connect"), std::string::npos)
+      << st0.message();
 }
 
 }  // namespace
