@@ -7,11 +7,24 @@ std::string KeyOf(int32_t process_set, const std::string& name) {
   return std::to_string(process_set) + ":" + name;
 }
 
-bool Matches(const Response& c, const Request& r) {
-  return c.op == r.op && c.dtype == r.dtype && c.reduce_op == r.reduce_op &&
-         c.root == r.root && c.device == r.device && c.prescale == r.prescale &&
-         c.postscale == r.postscale && c.shapes.size() == 1 &&
-         c.shapes[0] == r.shape;
+// Everything but the name that a cached response is reused for.
+bool SameParams(const Response& a, const Response& b) {
+  return a.op == b.op && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
+         a.root == b.root && a.device == b.device && a.prescale == b.prescale &&
+         a.postscale == b.postscale && a.shapes == b.shapes;
+}
+
+Response AsResponse(const Request& r) {
+  Response c;
+  c.op = r.op;
+  c.dtype = r.dtype;
+  c.reduce_op = r.reduce_op;
+  c.root = r.root;
+  c.device = r.device;
+  c.prescale = r.prescale;
+  c.postscale = r.postscale;
+  c.shapes = {r.shape};
+  return c;
 }
 
 }  // namespace
@@ -26,7 +39,7 @@ int ResponseCache::Find(const Request& r) const {
   if (capacity_ == 0 || r.group_size > 0) return -1;
   auto it = index_.find(KeyOf(r.process_set, r.name));
   if (it == index_.end()) return -1;
-  return Matches(entries_[it->second].response, r)
+  return SameParams(entries_[it->second].response, AsResponse(r))
              ? static_cast<int>(it->second)
              : -1;
 }
@@ -40,13 +53,7 @@ void ResponseCache::Put(const Response& single, uint64_t epoch) {
   if (it != index_.end()) {
     slot = it->second;
     Entry& e = entries_[slot];
-    bool same =
-        e.response.op == single.op && e.response.dtype == single.dtype &&
-        e.response.reduce_op == single.reduce_op &&
-        e.response.root == single.root && e.response.device == single.device &&
-        e.response.prescale == single.prescale &&
-        e.response.postscale == single.postscale &&
-        e.response.shapes == single.shapes;
+    bool same = SameParams(e.response, single);
     if (!same) {
       e.response = single;
       e.changed_at = epoch;
