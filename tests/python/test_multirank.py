@@ -122,3 +122,25 @@ def test_torchrun_launch():
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("basic OK") == 2, out.stdout
+
+
+def test_horovodrun_forwards_sigterm_to_every_rank(tmp_path):
+    import signal
+    proc = subprocess.Popen([sys.executable, "-m", "horovod.runner", "-np", "2",
+                             sys.executable, worker("sleeper.py"), str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("pid.*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
+    assert len(pids) == 2
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("horovodrun did not exit after SIGTERM")
+    assert proc.returncode != 0
+    for pid in pids:
+        assert not os.path.exists("/proc/%d" % pid) or \
+            open("/proc/%d/stat" % pid).read().split()[2] == "Z", pid

@@ -146,6 +146,20 @@ x = torch.ones(3, requires_grad=True)
 hvd.broadcast(x, 0).sum().backward()
 close(x.grad, torch.full((3,), float(n) if r == 0 else 0.0))
 
+x = torch.ones(2 * n, 3, requires_grad=True)
+y = hvd.alltoall(x)
+(y * (r + 1)).sum().backward()  # rows sent to rank d come back scaled by d+1
+close(x.grad, torch.cat([torch.full((2, 3), float(d + 1)) for d in ranks]))
+x = torch.ones(n + 1, 2, requires_grad=True)
+hvd.reducescatter(x, op=hvd.Sum).sum().backward()
+close(x.grad, torch.ones(n + 1, 2))
+
+# sparse allreduce: indices and values gathered, summed
+sp = torch.sparse_coo_tensor(torch.tensor([[r, n]]), torch.tensor([1.0, 2.0]), (n + 1,))
+h = hvd.sparse_allreduce_async(sp, name="sparse", op=hvd.Sum)
+dense = hvd.synchronize(h).to_dense()
+close(dense, torch.tensor([1.0] * n + [2.0 * n]))
+
 # objects
 obj = hvd.broadcast_object({"rank": r, "list": [1, 2]} if r == 0 else None, 0)
 assert obj == {"rank": 0, "list": [1, 2]}, obj
