@@ -207,17 +207,7 @@ Response Coordinator::Validate(const Pending& p) {
   for (size_t i = 0; i < p.have.size(); ++i)
     if (p.have[i]) ranks.push_back(static_cast<int>(i));
   const Request& a = p.requests[ranks[0]];
-  Response resp;
-  resp.op = a.op;
-  resp.names = {a.name};
-  resp.dtype = a.dtype;
-  resp.reduce_op = a.reduce_op;
-  resp.root = a.root;
-  resp.device = a.device;
-  resp.process_set = a.process_set;
-  resp.prescale = a.prescale;
-  resp.postscale = a.postscale;
-  resp.shapes = {a.shape};
+  Response resp = ResponseFor(a);
   auto fail = [&](const std::string& msg) {
     resp.error = true;
     resp.error_message = msg;
@@ -355,11 +345,7 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
     }
     double waited = std::chrono::duration<double>(now - p.first_seen).count();
     if (config_.stall_shutdown_s > 0 && waited >= config_.stall_shutdown_s) {
-      Response err;
-      err.op = any->op;
-      err.names = {any->name};
-      err.shapes = {any->shape};
-      err.process_set = any->process_set;
+      Response err = ResponseFor(*any);
       err.error = true;
       err.error_message =
           "Tensor '" + any->name + "' was not submitted by ranks " +

@@ -83,6 +83,11 @@ struct ResponseList {
   std::string abort_reason;  // non-empty: the job is failing; stop with this
 };
 
+// The response that executes `r` alone (member sizes not filled in).
+Response ResponseFor(const Request& r);
+// The request a rank sends for tensor `i` of `resp`.
+Request RequestFor(const Response& resp, size_t i, int rank);
+
 }  // namespace horovod
 
 #endif  // HOROVOD_COORDINATION_MESSAGE_H_

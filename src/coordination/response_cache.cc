@@ -14,19 +14,6 @@ bool SameParams(const Response& a, const Response& b) {
          a.postscale == b.postscale && a.shapes == b.shapes;
 }
 
-Response AsResponse(const Request& r) {
-  Response c;
-  c.op = r.op;
-  c.dtype = r.dtype;
-  c.reduce_op = r.reduce_op;
-  c.root = r.root;
-  c.device = r.device;
-  c.prescale = r.prescale;
-  c.postscale = r.postscale;
-  c.shapes = {r.shape};
-  return c;
-}
-
 }  // namespace
 
 bool ResponseCache::Cacheable(const Response& r) {
@@ -39,7 +26,7 @@ int ResponseCache::Find(const Request& r) const {
   if (capacity_ == 0 || r.group_size > 0) return -1;
   auto it = index_.find(KeyOf(r.process_set, r.name));
   if (it == index_.end()) return -1;
-  return SameParams(entries_[it->second].response, AsResponse(r))
+  return SameParams(entries_[it->second].response, ResponseFor(r))
              ? static_cast<int>(it->second)
              : -1;
 }
@@ -80,20 +67,7 @@ void ResponseCache::Put(const Response& single, uint64_t epoch) {
 }
 
 Request ResponseCache::ToRequest(uint32_t slot, int rank) const {
-  const Response& c = entries_[slot].response;
-  Request r;
-  r.rank = rank;
-  r.op = c.op;
-  r.name = c.names[0];
-  r.dtype = c.dtype;
-  r.reduce_op = c.reduce_op;
-  r.root = c.root;
-  r.device = c.device;
-  r.process_set = c.process_set;
-  r.prescale = c.prescale;
-  r.postscale = c.postscale;
-  r.shape = c.shapes[0];
-  return r;
+  return RequestFor(entries_[slot].response, 0, rank);
 }
 
 }  // namespace horovod

@@ -173,17 +173,7 @@ std::vector<uint32_t> CachedSlots(const Response& resp,
   std::vector<uint32_t> slots;
   if (cache == nullptr || !ResponseCache::Cacheable(resp)) return slots;
   for (size_t i = 0; i < resp.names.size(); ++i) {
-    Request q;
-    q.op = resp.op;
-    q.name = resp.names[i];
-    q.dtype = resp.dtype;
-    q.reduce_op = resp.reduce_op;
-    q.root = resp.root;
-    q.device = resp.device;
-    q.process_set = resp.process_set;
-    q.prescale = resp.prescale;
-    q.postscale = resp.postscale;
-    q.shape = resp.shapes[i];
+    Request q = RequestFor(resp, i, 0);
     int s = cache->Find(q);
     if (s < 0) return {};
     slots.push_back(static_cast<uint32_t>(s));
