@@ -32,10 +32,6 @@ class Deadline {
   Clock::time_point at_;
 };
 
-inline double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 }  // namespace horovod
 
 #endif  // HOROVOD_COMMON_DEADLINE_H_

@@ -34,11 +34,6 @@ class Socket {
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   void Close();
-  int Release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
 
   // Listens on addr:port (port 0: ephemeral). `backlog` bounds queued peers.
   static Status Listen(const std::string& addr, int port, int backlog,

@@ -52,11 +52,6 @@ bool TensorQueue::Take(const std::string& key, TensorEntry* out) {
   return true;
 }
 
-bool TensorQueue::Contains(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return in_flight_.count(key) > 0;
-}
-
 bool TensorQueue::Find(const std::string& key, Request* out) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = in_flight_.find(key);

@@ -34,7 +34,6 @@ class TensorQueue {
   std::vector<Request> TakeNew();
   // Removes and returns the entry, or false if this rank has none.
   bool Take(const std::string& key, TensorEntry* out);
-  bool Contains(const std::string& key);
   // Copies the in-flight request under `key`; false if there is none.
   bool Find(const std::string& key, Request* out);
   // Fails every in-flight entry; later Adds are refused with `status`.

@@ -12,40 +12,23 @@ import pytest
 from conftest import assert_ok, collect, horovodrun, spawn_ranks, worker
 
 
+# Each worker checks its own results and prints "<name> OK on rank r".
+WORKER_SUITES = [
+    ("collectives.py", "collectives"),      # every op, dtype, autograd
+    ("errors.py", "errors"),                # mismatches, local errors, re-init
+    ("join_ps.py", "join_ps"),              # join, static/dynamic process sets
+    ("optimizer.py", "optimizer"),          # DistributedOptimizer equivalence
+    ("sync_bn.py", "sync_bn"),              # SyncBatchNorm vs BatchNorm
+]
+
+
 @pytest.mark.parametrize("np", [2, 3])
-def test_collectives(np):
-    res = horovodrun(np, "collectives.py")
+@pytest.mark.parametrize("script,name", WORKER_SUITES)
+def test_worker_suite(script, name, np):
+    res = horovodrun(np, script)
     assert_ok(res)
     for r in range(np):
-        assert "[%d]<stdout>:collectives OK on rank %d" % (r, r) in res.stdout
-
-
-@pytest.mark.parametrize("np", [2, 3])
-def test_errors_mismatch_and_reinit(np):
-    res = horovodrun(np, "errors.py")
-    assert_ok(res)
-    assert res.stdout.count("errors OK") == np
-
-
-@pytest.mark.parametrize("np", [2, 3])
-def test_join_and_process_sets(np):
-    res = horovodrun(np, "join_ps.py")
-    assert_ok(res)
-    assert res.stdout.count("join_ps OK") == np
-
-
-@pytest.mark.parametrize("np", [2, 3])
-def test_distributed_optimizer_equivalence(np):
-    res = horovodrun(np, "optimizer.py")
-    assert_ok(res)
-    assert res.stdout.count("optimizer OK") == np
-
-
-@pytest.mark.parametrize("np", [2, 3])
-def test_sync_batch_norm(np):
-    res = horovodrun(np, "sync_bn.py")
-    assert_ok(res)
-    assert res.stdout.count("sync_bn OK") == np
+        assert "[%d]<stdout>:%s OK on rank %d" % (r, name, r) in res.stdout
 
 
 def test_killed_rank_fails_every_survivor_quickly():
