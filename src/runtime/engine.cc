@@ -246,47 +246,58 @@ class EngineImpl {
   void Loop() {
     Status st = job_.rank == 0 ? CoordinatorLoop() : WorkerLoop();
     if (!st.ok()) Fatal(st.message());
+    // Transfers that broke as the job shut down still owe their callers an
+    // answer.
+    executor_->FailBroken(Status::Aborted(ShutdownMessage()));
     loop_done_.store(true);
   }
 
   // A collective failing on a broken link says only which neighbour this
   // rank lost; the control plane usually knows which rank actually died.
   // Rank 0 looks for a worker whose control link dropped or that reported a
-  // failure; a worker looks for rank 0's abort message.
+  // failure; a worker asks what rank 0 said last.
   Status RootCause(const Status& st) {
     if (job_.size == 1) return st;
+    if (job_.rank != 0) return FromCoordinator(st);
     Deadline deadline = Deadline::After(1.0);
-    const size_t first = job_.rank == 0 ? 1 : 0;
-    const size_t last = job_.rank == 0 ? control_.size() : 1;
-    for (size_t r = first; r < last; ++r) {
+    for (size_t r = 1; r < control_.size(); ++r) {
       std::string frame;
       while (!deadline.Expired()) {
         pollfd p = {control_[r].fd(), POLLIN, 0};
-        if (poll(&p, 1, job_.rank == 0 ? 0 : deadline.RemainingMs()) <= 0)
-          break;
-        Status rs = control_[r].ReadFrame(kMaxControlFrame, deadline, &frame);
-        if (!rs.ok()) {
-          if (job_.rank == 0)
-            return Status::Aborted("rank " + std::to_string(r) +
-                                   " disconnected; it probably died (" +
-                                   st.message() + ")");
-          break;
-        }
-        if (job_.rank == 0) {
-          RequestList l;
-          if (DecodeRequestList(frame, job_.size, &l).ok() &&
-              !l.abort_reason.empty())
-            return Status::Aborted("rank " + std::to_string(r) +
-                                   " failed: " + l.abort_reason);
-        } else {
-          ResponseList l;
-          if (DecodeResponseList(frame, job_.size, &cache_, &l).ok() &&
-              !l.abort_reason.empty())
-            return Status::Aborted(l.abort_reason);
-        }
+        if (poll(&p, 1, 0) <= 0) break;
+        if (!control_[r].ReadFrame(kMaxControlFrame, deadline, &frame).ok())
+          return Status::Aborted("rank " + std::to_string(r) +
+                                 " disconnected; it probably died (" +
+                                 st.message() + ")");
+        RequestList l;
+        if (DecodeRequestList(frame, job_.size, &l).ok() &&
+            !l.abort_reason.empty())
+          return Status::Aborted("rank " + std::to_string(r) +
+                                 " failed: " + l.abort_reason);
       }
     }
     return st;
+  }
+
+  // A worker's link to rank 0 broke, or one of its transfers did. Read what
+  // rank 0 sent before closing: a shutdown (a clean exit) or the reason the
+  // job failed. Without either, `fallback` stands.
+  Status FromCoordinator(const Status& fallback) {
+    Deadline deadline = Deadline::After(1.0);
+    std::string frame;
+    while (control_[0].ReadFrame(kMaxControlFrame, deadline, &frame).ok()) {
+      ResponseList l;
+      if (!DecodeResponseList(frame, job_.size, &cache_, &l).ok()) break;
+      if (!l.abort_reason.empty()) return Status::Aborted(l.abort_reason);
+      if (l.shutdown) return Status::OK();
+    }
+    return fallback;
+  }
+
+  Status LostCoordinator(const Status& cause) {
+    return FromCoordinator(Status::Aborted("lost connection to rank 0 (" +
+                                           cause.message() +
+                                           "); it probably died"));
   }
 
   RequestList CollectRequests() {
@@ -388,22 +399,6 @@ class EngineImpl {
       if (!st.ok()) return RootCause(st);
       if (list.shutdown) return Status::OK();
     }
-  }
-
-  // The link to rank 0 broke. If rank 0 had already ended the job (its
-  // shutdown list may still be unread), this is a clean exit.
-  Status LostCoordinator(const Status& cause) {
-    std::string frame;
-    while (control_[0]
-               .ReadFrame(kMaxControlFrame, Deadline::After(1), &frame)
-               .ok()) {
-      ResponseList list;
-      if (DecodeResponseList(frame, job_.size, &cache_, &list).ok() &&
-          list.shutdown)
-        return Status::OK();
-    }
-    return Status::Aborted("lost connection to rank 0 (" + cause.message() +
-                           "); it probably died");
   }
 
   Status ExecuteList(const ResponseList& list) {

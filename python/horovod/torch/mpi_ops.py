@@ -104,9 +104,10 @@ def _enqueue(op_code, tensors, name, reduce_op=Sum, prescale=1.0,
     for t in tensors:
         _check_device(t)
         _dtype_code(t)
-    return engine.enqueue(op_code, list(tensors), name or "", int(reduce_op),
-                          float(prescale), float(postscale), int(root),
-                          [int(s) for s in splits], _ps_id(process_set))
+    return _engine_call(engine.enqueue, op_code, list(tensors), name or "",
+                        int(reduce_op), float(prescale), float(postscale),
+                        int(root), [int(s) for s in splits],
+                        _ps_id(process_set))
 
 
 def _raise_for(code, message):
@@ -500,19 +501,19 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
 
 def barrier(process_set=global_process_set):
     """Blocks until every rank of the set has called barrier."""
-    _call_blocking(_basics.engine.barrier, _ps_id(process_set))
+    _engine_call(_basics.engine.barrier, _ps_id(process_set))
 
 
 def join(device=-1):
     """Declares this rank out of data: until every rank has joined, it takes
     part in other ranks' allreduces with zeros. Returns the last rank to
     join."""
-    return _call_blocking(_basics.engine.join)
+    return _engine_call(_basics.engine.join)
 
 
-def _call_blocking(fn, *args):
-    """Runs a blocking engine call; engine failures become
-    HorovodInternalError, bad arguments stay ValueError."""
+def _engine_call(fn, *args):
+    """Calls into the engine: bad arguments stay ValueError; a failed or
+    shut-down engine raises HorovodInternalError, as a failed op does."""
     try:
         return fn(*args)
     except ValueError:

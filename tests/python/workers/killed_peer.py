@@ -24,4 +24,10 @@ try:
     sys.exit(3)
 except hvd.HorovodInternalError as e:
     print("RAISED after %.2f s: %s" % (time.monotonic() - start, e), flush=True)
+# Later operations fail the same way, at once.
+try:
+    hvd.allreduce(torch.ones(1), name="later")
+    sys.exit(4)
+except hvd.HorovodInternalError as e:
+    print("LATER: %s" % e, flush=True)
     sys.exit(0)
