@@ -33,6 +33,9 @@ struct JobInfo {
   std::string rendezvous_file;  // used when controller_port == 0 and size > 1
   std::string secret;           // the job's shared key (never logged)
   std::string bind_addr;        // interface this rank listens on
+  // Identifies this rank's machine: ranks with equal keys share memory.
+  // HOROVOD_HOSTNAME, else the host name plus the kernel's boot id.
+  std::string host_key;
   double start_timeout_s = 30;
 
   // `generation` counts this process's earlier inits, so that a re-init after

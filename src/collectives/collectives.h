@@ -13,6 +13,9 @@
 
 namespace horovod {
 
+// The entry points pick the algorithm: shared memory when the communicator
+// has a ShmGroup, else the TCP algorithms below them.
+
 // In place over `count` elements. op: Sum, Min, Max or Product. Picks
 // recursive doubling below config().small_allreduce_bytes, else the ring.
 Status Allreduce(Communicator& comm, void* buf, int64_t count, DataType dtype,
@@ -22,8 +25,11 @@ Status RingAllreduce(Communicator& comm, void* buf, int64_t count,
 Status RecursiveDoublingAllreduce(Communicator& comm, void* buf, int64_t count,
                                   DataType dtype, ReduceOp op);
 
-// Ring reduce-scatter in place: afterwards member i holds the full reduction
-// of block i (elements [offsets[i], offsets[i] + counts[i])) within `buf`.
+// Reduce-scatter in place: afterwards member i holds the full reduction of
+// block i (elements [offsets[i], offsets[i] + counts[i])) within `buf`.
+Status ReduceScatter(Communicator& comm, void* buf,
+                     const std::vector<int64_t>& counts, DataType dtype,
+                     ReduceOp op);
 Status RingReduceScatter(Communicator& comm, void* buf,
                          const std::vector<int64_t>& counts, DataType dtype,
                          ReduceOp op);
@@ -33,15 +39,19 @@ Status RingReduceScatter(Communicator& comm, void* buf,
 // may already sit at its place inside `recv`).
 Status Allgatherv(Communicator& comm, const void* send, void* recv,
                   const std::vector<int64_t>& bytes);
+Status RingAllgatherv(Communicator& comm, const void* send, void* recv,
+                      const std::vector<int64_t>& bytes);
 
 // `root` is a member index.
 Status Broadcast(Communicator& comm, void* buf, int64_t bytes, int root);
 
 // send_bytes[i] go to member i, recv_bytes[i] come from member i; both
-// buffers are packed in member order.
+// buffers are packed in member order. `max_pair_bytes` is the most any
+// member sends any other (the same value on every member).
 Status Alltoallv(Communicator& comm, const void* send,
                  const std::vector<int64_t>& send_bytes, void* recv,
-                 const std::vector<int64_t>& recv_bytes);
+                 const std::vector<int64_t>& recv_bytes,
+                 int64_t max_pair_bytes);
 
 }  // namespace horovod
 

@@ -124,4 +124,14 @@ bool SecureRandom(void* out, size_t len) {
   return true;
 }
 
+std::string HexEncode(const uint8_t* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += digits[p[i] >> 4];
+    s += digits[p[i] & 15];
+  }
+  return s;
+}
+
 }  // namespace horovod

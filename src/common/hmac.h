@@ -18,6 +18,8 @@ Digest HmacSha256(const std::string& key, const void* data, size_t len);
 bool DigestEqual(const Digest& a, const Digest& b);
 // Fills `out` from the kernel's CSPRNG; false if it is unavailable.
 bool SecureRandom(void* out, size_t len);
+// Lower-case hex of `n` bytes.
+std::string HexEncode(const uint8_t* p, size_t n);
 
 }  // namespace horovod
 

@@ -31,6 +31,15 @@ struct Knobs {
   int64_t small_allreduce_bytes = 64 * 1024;
   // HOROVOD_RING_CHUNK_BYTES: pipelining granularity of the ring.
   int64_t ring_chunk_bytes = 1 << 20;
+  // HOROVOD_SHM_DISABLE: 1 makes ranks on one host talk over TCP instead of
+  // shared memory.
+  bool shm_disable = false;
+  // HOROVOD_SHM_BUFFER_BYTES: size of each half of a rank's shared-memory
+  // region; larger collectives go through it in rounds.
+  int64_t shm_buffer_bytes = 4 << 20;
+  // HOROVOD_SPIN_TIME_US: how long a waiting rank busy-polls before it
+  // sleeps. Negative: automatic (spin only when every local rank has a core).
+  double spin_time_us = -1;
 
   static Knobs FromEnvironment();
 };

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 
 #include "common/knobs.h"
@@ -22,6 +23,20 @@ Status RequireInt(const char* name, int* out) {
 int IntOr(const char* name, int fallback) {
   int64_t v;
   return EnvInt(name, &v) ? static_cast<int>(v) : fallback;
+}
+
+// Two containers can share a host name but not memory; the boot id tells
+// kernels apart.
+std::string DetectHostKey() {
+  std::string key;
+  if (EnvString("HOROVOD_HOSTNAME", &key)) return key;
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  key = name;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (boot >> id) key += "/" + id;
+  return key;
 }
 
 std::string PrivateFile(const std::string& key, int generation) {
@@ -101,6 +116,7 @@ Status JobInfo::FromEnvironment(JobInfo* out, int generation) {
   if (j.bind_addr.empty() && j.local_size == j.size) j.bind_addr = "127.0.0.1";
   if (j.controller_addr.empty() && j.local_size == j.size)
     j.controller_addr = "127.0.0.1";
+  j.host_key = DetectHostKey();
   double t;
   if (EnvDouble("HOROVOD_START_TIMEOUT", &t) && t > 0) j.start_timeout_s = t;
   *out = j;

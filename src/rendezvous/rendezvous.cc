@@ -22,16 +22,6 @@ Deadline Sooner(Deadline a, double seconds) {
   return a.at() < b.at() ? a : b;
 }
 
-std::string HexEncode(const uint8_t* p, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s += digits[p[i] >> 4];
-    s += digits[p[i] & 15];
-  }
-  return s;
-}
-
 // Single-host launches without a launcher-provided address (mpirun, torchrun)
 // publish rank 0's port and a fresh secret in a file only this user can read.
 Status PublishRendezvousFile(const std::string& path, int port,
@@ -88,6 +78,29 @@ Status ParseAddress(const std::string& text, std::string* host, int* port) {
   return Status::OK();
 }
 
+// A rank announces itself as "<address> <host key>"; the key is any run of
+// printable characters without spaces.
+Status ParseAnnouncement(const std::string& text, std::string* addr,
+                         std::string* host_key) {
+  size_t space = text.find(' ');
+  if (space == std::string::npos || text.size() > 512)
+    return Status::Aborted("malformed rank announcement");
+  *addr = text.substr(0, space);
+  *host_key = text.substr(space + 1);
+  if (host_key->empty()) return Status::Aborted("empty host key");
+  for (char c : *host_key)
+    if (c <= ' ' || c > '~') return Status::Aborted("malformed host key");
+  std::string h;
+  int p;
+  return ParseAddress(*addr, &h, &p);
+}
+
+std::string SanitizedHostKey(const std::string& key) {
+  std::string out;
+  for (char c : key.substr(0, 200)) out += (c <= ' ' || c > '~') ? '_' : c;
+  return out.empty() ? "unknown" : out;
+}
+
 // Accepts authenticated links of `kind` until every slot in `links` whose
 // rank satisfies `wanted` is filled. Unauthenticated or duplicate peers are
 // logged and dropped; the wait goes on.
@@ -138,6 +151,7 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
   out->data.clear();
   out->control.clear();
   out->data.resize(n);
+  out->hosts.assign(n, SanitizedHostKey(job.host_key));
   if (n == 1) return Status::OK();
 
   HandshakeParams hp;
@@ -176,18 +190,16 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
         listener, hp, LinkKind::kControl, deadline, &out->control,
         [](int r) { return r != 0; },
         [&](int r, const Socket& s) {
-          std::string a, host;
-          int p;
-          HVD_RETURN_IF_ERROR(s.ReadFrame(300, Sooner(deadline, 5), &a));
-          HVD_RETURN_IF_ERROR(ParseAddress(a, &host, &p));
-          addrs[r] = a;
-          return Status::OK();
+          std::string a;
+          HVD_RETURN_IF_ERROR(s.ReadFrame(512, Sooner(deadline, 5), &a));
+          return ParseAnnouncement(a, &addrs[r], &out->hosts[r]);
         });
     if (!job.rendezvous_file.empty() && job.controller_port == 0)
       std::remove(job.rendezvous_file.c_str());
     HVD_RETURN_IF_ERROR(st);
     std::ostringstream table;
-    for (int r = 0; r < n; ++r) table << addrs[r] << "\n";
+    for (int r = 0; r < n; ++r)
+      table << addrs[r] << " " << out->hosts[r] << "\n";
     for (int r = 1; r < n; ++r)
       HVD_RETURN_IF_ERROR(out->control[r].WriteFrame(table.str(), deadline));
   } else {
@@ -215,10 +227,11 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
     int my_port = 0;
     HVD_RETURN_IF_ERROR(
         Socket::Listen(local, 0, std::max(128, n), &listener, &my_port));
-    HVD_RETURN_IF_ERROR(
-        ctl.WriteFrame(local + ":" + std::to_string(my_port), deadline));
+    HVD_RETURN_IF_ERROR(ctl.WriteFrame(
+        local + ":" + std::to_string(my_port) + " " + out->hosts[job.rank],
+        deadline));
     std::string table;
-    st = ctl.ReadFrame(static_cast<size_t>(n) * 300 + 64, deadline, &table);
+    st = ctl.ReadFrame(static_cast<size_t>(n) * 520 + 64, deadline, &table);
     if (!st.ok())
       return Status::Timeout(
           "rank " + std::to_string(job.rank) +
@@ -226,8 +239,10 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
           " (another rank may have failed to start)");
     std::istringstream lines(table);
     for (int r = 0; r < n; ++r) {
-      if (!std::getline(lines, addrs[r]))
+      std::string line;
+      if (!std::getline(lines, line))
         return Status::Aborted("truncated peer table from rank 0");
+      HVD_RETURN_IF_ERROR(ParseAnnouncement(line, &addrs[r], &out->hosts[r]));
     }
     out->control[0] = std::move(ctl);
     // Dial every lower rank.

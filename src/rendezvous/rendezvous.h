@@ -16,8 +16,9 @@
 namespace horovod {
 
 struct Mesh {
-  std::vector<Socket> data;     // by peer rank; invalid at our own rank
-  std::vector<Socket> control;  // rank 0: by worker rank; worker: [0]
+  std::vector<Socket> data;        // by peer rank; invalid at our own rank
+  std::vector<Socket> control;     // rank 0: by worker rank; worker: [0]
+  std::vector<std::string> hosts;  // every rank's JobInfo::host_key
 };
 
 Status EstablishMesh(const JobInfo& job, Mesh* out);

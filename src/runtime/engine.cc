@@ -10,6 +10,7 @@
 #include "horovod/engine.h"
 
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +26,7 @@
 #include "runtime/process_set_table.h"
 #include "runtime/tensor_queue.h"
 #include "transport/loopback_transport.h"
+#include "transport/shm_group.h"
 #include "transport/tcp_transport.h"
 
 namespace horovod {
@@ -57,8 +59,10 @@ class EngineImpl {
       fabric_ = std::make_unique<LoopbackFabric>(1);
       transport_ = std::make_unique<LoopbackTransport>(fabric_.get(), 0);
     } else {
-      transport_ = std::make_unique<TcpTransport>(
-          job_.rank, std::move(mesh.data), knobs_.operation_timeout_s);
+      auto tcp = std::make_unique<TcpTransport>(job_.rank, std::move(mesh.data),
+                                                knobs_.operation_timeout_s);
+      HVD_RETURN_IF_ERROR(JoinSharedMemory(tcp.get(), mesh.hosts));
+      transport_ = std::move(tcp);
     }
     control_ = std::move(mesh.control);
     if (job_.rank == 0) {
@@ -71,14 +75,15 @@ class EngineImpl {
       cc.stall_shutdown_s = knobs_.stall_shutdown_s;
       coordinator_ = std::make_unique<Coordinator>(cc, &cache_);
     }
-    executor_ =
-        std::make_unique<Executor>(transport_.get(), &queue_, &sets_, knobs_);
+    executor_ = std::make_unique<Executor>(transport_.get(), shm_.get(),
+                                           &queue_, &sets_, knobs_);
     thread_ = std::thread([this] { Loop(); });
     return Status::OK();
   }
 
   const JobInfo& job() const { return job_; }
   ProcessSetTable& sets() { return sets_; }
+  bool uses_shared_memory() const { return shm_ != nullptr; }
 
   Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
                  const CollectiveArgs& args, std::vector<Handle>* handles) {
@@ -239,6 +244,32 @@ class EngineImpl {
       }
     }
     return Status::OK();
+  }
+
+  // Ranks on our host (equal host keys) share memory unless disabled. Spin
+  // only when every one of them can have a core: otherwise a spinning rank
+  // would steal the core of the rank it waits for.
+  Status JoinSharedMemory(TcpTransport* tcp,
+                          const std::vector<std::string>& hosts) {
+    if (knobs_.shm_disable) return Status::OK();
+    std::vector<int> local;
+    for (int r = 0; r < job_.size; ++r)
+      if (hosts[r] == hosts[job_.rank]) local.push_back(r);
+    if (local.size() < 2) return Status::OK();
+    cpu_set_t cpus;
+    int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                    ? CPU_COUNT(&cpus)
+                    : static_cast<int>(std::thread::hardware_concurrency());
+    ShmConfig config;
+    config.region_bytes = static_cast<size_t>(knobs_.shm_buffer_bytes);
+    config.timeout_s = knobs_.operation_timeout_s;
+    config.spin_us = knobs_.spin_time_us >= 0 ? knobs_.spin_time_us
+                     : static_cast<int>(local.size()) <= cores ? 50
+                                                               : 0;
+    std::vector<int> fds(job_.size, -1);
+    for (int r = 0; r < job_.size; ++r)
+      if (r != job_.rank) fds[r] = tcp->PeerFd(r);
+    return ShmGroup::Create(tcp, local, fds, config, &shm_);
   }
 
   // --- background loop -----------------------------------------------------
@@ -453,6 +484,7 @@ class EngineImpl {
         (void)control_[0].WriteFrame(EncodeRequestList(l),
                                      Deadline::After(0.5));
       }
+      if (shm_) shm_->Abort(reason);
       transport_->Abort(reason);
       for (auto& s : control_) s.Close();
     }
@@ -467,6 +499,7 @@ class EngineImpl {
   TensorQueue queue_;
   std::unique_ptr<LoopbackFabric> fabric_;
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<ShmGroup> shm_;
   std::vector<Socket> control_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<Executor> executor_;

@@ -23,9 +23,9 @@ bool Is(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
 
 }  // namespace
 
-Executor::Executor(Transport* transport, TensorQueue* queue,
+Executor::Executor(Transport* transport, ShmGroup* shm, TensorQueue* queue,
                    ProcessSetTable* sets, const Knobs& knobs)
-    : transport_(transport), queue_(queue), sets_(sets) {
+    : transport_(transport), shm_(shm), queue_(queue), sets_(sets) {
   algo_.small_allreduce_bytes = knobs.small_allreduce_bytes;
   algo_.ring_chunk_bytes = knobs.ring_chunk_bytes;
 }
@@ -84,7 +84,9 @@ Status Executor::Execute(const Response& r) {
       std::find(members.begin(), members.end(), transport_->rank()) ==
           members.end())
     return Status::OK();  // not ours to run
-  Communicator comm(transport_, members, &algo_scratch_, algo_);
+  ShmGroup* shm =
+      shm_ != nullptr && shm_->members() == members ? shm_ : nullptr;
+  Communicator comm(transport_, members, &algo_scratch_, algo_, shm);
   switch (static_cast<OpType>(r.op)) {
     case OpType::kAllreduce:
       return Allreduce(r, comm);
@@ -194,6 +196,8 @@ Status Executor::Alltoall(const Response& r, Communicator& comm) {
   const int64_t row = Product(e.tensor.shape, 1) * DataTypeSize(r.dtype);
   std::vector<int64_t> send(n), recv(n), splits(n);
   int64_t rows = 0;
+  const int64_t max_pair_rows =
+      *std::max_element(r.sizes.begin(), r.sizes.begin() + n * n);
   for (int m = 0; m < n; ++m) {
     send[m] = r.sizes[me * n + m] * row;
     splits[m] = r.sizes[m * n + me];
@@ -201,7 +205,8 @@ Status Executor::Alltoall(const Response& r, Communicator& comm) {
     rows += splits[m];
   }
   auto out = std::make_shared<Buffer>(static_cast<size_t>(rows * row));
-  Status st = Alltoallv(comm, e.tensor.data, send, out->data(), recv);
+  Status st = Alltoallv(comm, e.tensor.data, send, out->data(), recv,
+                        max_pair_rows * row);
   e.handle->output = out;
   e.handle->output_shape = e.tensor.shape;
   e.handle->output_shape[0] = rows;
@@ -233,7 +238,7 @@ Status Executor::Reducescatter(const Response& r, Communicator& comm) {
   double post = r.postscale;
   if (r.reduce_op == ReduceOp::kAverage) post /= n;
   ScaleBuffer(buf, total, r.dtype, r.prescale);
-  Status st = RingReduceScatter(comm, buf, counts, r.dtype, op);
+  Status st = ReduceScatter(comm, buf, counts, r.dtype, op);
   char* mine = buf + my_offset * esize;
   ScaleBuffer(mine, counts[me], r.dtype, post);
   auto out = std::make_shared<Buffer>(static_cast<size_t>(counts[me]) * esize);

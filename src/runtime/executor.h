@@ -17,8 +17,10 @@ namespace horovod {
 
 class Executor {
  public:
-  Executor(Transport* transport, TensorQueue* queue, ProcessSetTable* sets,
-           const Knobs& knobs);
+  // `shm`, if not null, holds this host's ranks; collectives whose members
+  // are exactly those go through shared memory.
+  Executor(Transport* transport, ShmGroup* shm, TensorQueue* queue,
+           ProcessSetTable* sets, const Knobs& knobs);
 
   Status Execute(const Response& resp);
   // Completes the entries whose transfer broke, once the engine knows the
@@ -35,6 +37,7 @@ class Executor {
   void Done(TensorEntry& e, const Status& s);
 
   Transport* transport_;
+  ShmGroup* shm_;
   TensorQueue* queue_;
   ProcessSetTable* sets_;
   AlgorithmConfig algo_;

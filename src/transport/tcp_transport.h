@@ -22,6 +22,8 @@ class TcpTransport : public Transport {
   Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
                   size_t rlen, size_t chunk, const ChunkFn* on_chunk) override;
   void Abort(const std::string& reason) override;
+  // The socket to `peer` (-1 for ourselves), for liveness checks by others.
+  int PeerFd(int peer) const { return peers_[peer].fd(); }
 
  private:
   Status AbortedStatus();

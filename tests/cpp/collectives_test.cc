@@ -1,7 +1,9 @@
-// Every algorithm at world sizes 1..8 over the in-process loopback
-// transport, for counts 0, 1, odd, ring-chunk boundaries +-1 and large,
-// every dtype and op, against a sequential reference. Inputs are small
-// integers, so floating-point results are exact and compared bitwise.
+// Every algorithm at world sizes 1..8, for counts 0, 1, odd, ring-chunk
+// boundaries +-1 and large, every dtype and op, against a sequential
+// reference; once over the in-process loopback transport and once through a
+// shared-memory group (threads map each other's segments, with regions small
+// enough that large inputs take many rounds). Inputs are small integers, so
+// floating-point results are exact and compared bitwise.
 #include "collectives/collectives.h"
 
 #include <gtest/gtest.h>
@@ -13,11 +15,22 @@
 
 #include "collectives/reduce.h"
 #include "transport/loopback_transport.h"
+#include "transport/shm_group.h"
 
 namespace horovod {
 namespace {
 
 constexpr int64_t kChunkBytes = 4096;
+constexpr size_t kShmRegionBytes = 4096;
+
+enum class Backend { kTransport, kShm };
+// Set by the fixture for the test that is running.
+Backend g_backend = Backend::kTransport;
+
+class Collectives : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override { g_backend = GetParam(); }
+};
 
 std::vector<char> Fill(DataType t, int64_t count, int rank, bool tiny) {
   std::vector<char> out(count * DataTypeSize(t));
@@ -73,7 +86,15 @@ void RunRanks(int n, const std::function<void(Communicator&)>& fn) {
       AlgorithmConfig cfg;
       cfg.ring_chunk_bytes = kChunkBytes;
       cfg.small_allreduce_bytes = 256;
-      Communicator comm(&t, members, &scratch, cfg);
+      std::unique_ptr<ShmGroup> shm;
+      if (g_backend == Backend::kShm && n > 1) {
+        ShmConfig sc;
+        sc.region_bytes = kShmRegionBytes;
+        sc.timeout_s = 60;
+        ASSERT_TRUE(ShmGroup::Create(&t, members, {}, sc, &shm).ok());
+        ASSERT_NE(shm, nullptr);
+      }
+      Communicator comm(&t, members, &scratch, cfg, shm.get());
       fn(comm);
     });
   }
@@ -110,7 +131,7 @@ const DataType kAllTypes[] = {DataType::kUInt8,    DataType::kInt8,
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
                          ReduceOp::kProduct};
 
-TEST(Allreduce, EveryDtypeOpAndWorldSize) {
+TEST_P(Collectives, AllreduceEveryDtypeOpAndWorldSize) {
   for (int n = 1; n <= 8; ++n)
     for (DataType t : kAllTypes)
       for (ReduceOp op : kOps)
@@ -120,21 +141,26 @@ TEST(Allreduce, EveryDtypeOpAndWorldSize) {
             CheckAllreduce(fn, n, count, t, op);
 }
 
-TEST(Allreduce, RingChunkBoundariesAndLargeCounts) {
+TEST_P(Collectives, AllreduceChunkBoundariesAndLargeCounts) {
   const int64_t per_chunk = kChunkBytes / 4;
   for (int n : {2, 3, 5, 8})
     for (int64_t count :
          {n * per_chunk - 1, n * per_chunk, n * per_chunk + 1, int64_t(100003)})
-      for (AllreduceFn fn : {&RingAllreduce, &RecursiveDoublingAllreduce})
+      for (AllreduceFn fn :
+           {&Allreduce, &RingAllreduce, &RecursiveDoublingAllreduce})
         CheckAllreduce(fn, n, count, DataType::kFloat32, ReduceOp::kSum);
-  CheckAllreduce(&RingAllreduce, 4, 5000, DataType::kFloat16, ReduceOp::kSum);
-  CheckAllreduce(&RingAllreduce, 3, 5000, DataType::kInt64, ReduceOp::kMax);
+  for (AllreduceFn fn : {&Allreduce, &RingAllreduce}) {
+    CheckAllreduce(fn, 4, 5000, DataType::kFloat16, ReduceOp::kSum);
+    CheckAllreduce(fn, 3, 5000, DataType::kInt64, ReduceOp::kMax);
+    CheckAllreduce(fn, 2, 3001, DataType::kBFloat16, ReduceOp::kProduct);
+  }
 }
 
-TEST(Allgatherv, UnevenIncludingEmpty) {
+TEST_P(Collectives, AllgathervUnevenIncludingEmpty) {
   for (int n = 1; n <= 8; ++n) {
     std::vector<int64_t> bytes(n);
-    for (int r = 0; r < n; ++r) bytes[r] = (r * 37) % 11;  // rank 0: 0 bytes
+    // Rank 0 sends nothing; some send more than a shared-memory region.
+    for (int r = 0; r < n; ++r) bytes[r] = (r * 37) % 11 * 1000;
     int64_t total = 0;
     for (int64_t b : bytes) total += b;
     std::vector<std::vector<char>> got(n, std::vector<char>(total));
@@ -149,7 +175,7 @@ TEST(Allgatherv, UnevenIncludingEmpty) {
   }
 }
 
-TEST(Broadcast, EveryRoot) {
+TEST_P(Collectives, BroadcastEveryRoot) {
   for (int n = 1; n <= 8; ++n)
     for (int root = 0; root < n; ++root)
       for (int64_t len : {0, 1, 9999}) {
@@ -163,34 +189,36 @@ TEST(Broadcast, EveryRoot) {
       }
 }
 
-TEST(Alltoallv, UnevenSplits) {
+TEST_P(Collectives, AlltoallvUnevenSplits) {
   for (int n = 1; n <= 8; ++n) {
-    // Rank s sends (s + d) % 3 bytes of value s*16+d to rank d.
+    // Rank s sends (s + d) % 3 * 1000 bytes of value s*16+d to rank d.
     std::vector<std::vector<char>> got(n);
     RunRanks(n, [&](Communicator& c) {
       int s = c.rank();
       std::vector<int64_t> send(n), recv(n);
       std::vector<char> out;
       for (int d = 0; d < n; ++d) {
-        send[d] = (s + d) % 3;
-        recv[d] = (d + s) % 3;
+        send[d] = (s + d) % 3 * 1000;
+        recv[d] = (d + s) % 3 * 1000;
         out.insert(out.end(), send[d], char(s * 16 + d));
       }
       int64_t total = 0;
       for (int64_t b : recv) total += b;
       got[s].resize(total);
-      ASSERT_TRUE(Alltoallv(c, out.data(), send, got[s].data(), recv).ok());
+      ASSERT_TRUE(
+          Alltoallv(c, out.data(), send, got[s].data(), recv, n > 1 ? 2000 : 0)
+              .ok());
     });
     for (int d = 0; d < n; ++d) {
       std::vector<char> want;
       for (int s = 0; s < n; ++s)
-        want.insert(want.end(), (s + d) % 3, char(s * 16 + d));
+        want.insert(want.end(), (s + d) % 3 * 1000, char(s * 16 + d));
       EXPECT_EQ(got[d], want);
     }
   }
 }
 
-TEST(ReduceScatter, UnevenBlocks) {
+TEST_P(Collectives, ReduceScatterUnevenBlocks) {
   for (int n = 1; n <= 8; ++n) {
     std::vector<int64_t> counts(n);
     int64_t total = 0;
@@ -204,8 +232,8 @@ TEST(ReduceScatter, UnevenBlocks) {
     std::vector<std::vector<char>> got(n);
     RunRanks(n, [&](Communicator& c) {
       got[c.rank()] = Fill(DataType::kInt32, total, c.rank(), false);
-      ASSERT_TRUE(RingReduceScatter(c, got[c.rank()].data(), counts,
-                                    DataType::kInt32, ReduceOp::kSum)
+      ASSERT_TRUE(ReduceScatter(c, got[c.rank()].data(), counts,
+                                DataType::kInt32, ReduceOp::kSum)
                       .ok());
     });
     int64_t off = 0;
@@ -217,6 +245,14 @@ TEST(ReduceScatter, UnevenBlocks) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, Collectives,
+                         ::testing::Values(Backend::kTransport, Backend::kShm),
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return info.param == Backend::kShm
+                                      ? std::string("SharedMemory")
+                                      : std::string("Transport");
+                         });
 
 TEST(Reduce, HalfPrecisionConversions) {
   EXPECT_EQ(HalfToFloat(FloatToHalf(1.5f)), 1.5f);

@@ -1,0 +1,156 @@
+#include "collectives/shm_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/reduce.h"
+
+namespace horovod {
+namespace {
+
+std::vector<int64_t> Offsets(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> off(sizes.size() + 1, 0);
+  for (size_t i = 0; i < sizes.size(); ++i) off[i + 1] = off[i] + sizes[i];
+  return off;
+}
+
+// Length of round `j` of a `total`-long run cut into pieces of `w`.
+int64_t Piece(int64_t total, int64_t j, int64_t w) {
+  return std::clamp<int64_t>(total - j * w, 0, w);
+}
+
+int64_t Rounds(int64_t longest, int64_t w) { return (longest + w - 1) / w; }
+
+// Each round, member i reduces (up to w elements of) block i straight from
+// the peers' regions; with `gather`, it then publishes the result and copies
+// every other block's result, making this an allreduce.
+Status BlockRounds(ShmGroup& g, char* buf, const std::vector<int64_t>& counts,
+                   DataType dtype, ReduceOp op, bool gather) {
+  const int n = g.size(), me = g.index();
+  const size_t esize = DataTypeSize(dtype);
+  const int64_t w = static_cast<int64_t>(g.region_bytes() / n / esize);
+  const std::vector<int64_t> off = Offsets(counts);
+  const int64_t rounds =
+      Rounds(*std::max_element(counts.begin(), counts.end()), w);
+  auto at = [&](int b, int64_t j) { return buf + (off[b] + j * w) * esize; };
+  auto slot = [&](int member, int b) {
+    return g.region(member) + static_cast<size_t>(b * w) * esize;
+  };
+  for (int64_t j = 0; j < rounds; ++j) {
+    g.NextStep();
+    for (int b = 0; b < n; ++b) {
+      int64_t len = Piece(counts[b], j, w);
+      if (b != me && len > 0) std::memcpy(slot(me, b), at(b, j), len * esize);
+    }
+    HVD_RETURN_IF_ERROR(g.Barrier());
+    const int64_t mine = Piece(counts[me], j, w);
+    if (mine > 0) {
+      for (int p = 0; p < n; ++p)
+        if (p != me) ReduceInto(at(me, j), slot(p, me), mine, dtype, op);
+      if (gather) std::memcpy(slot(me, me), at(me, j), mine * esize);
+    }
+    if (!gather) continue;
+    HVD_RETURN_IF_ERROR(g.Barrier());
+    for (int b = 0; b < n; ++b) {
+      int64_t len = Piece(counts[b], j, w);
+      if (b != me && len > 0) std::memcpy(at(b, j), slot(b, b), len * esize);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ShmAllreduce(ShmGroup& g, void* buf, int64_t count, DataType dtype,
+                    ReduceOp op, int64_t small_bytes) {
+  if (count == 0) return Status::OK();
+  const int n = g.size();
+  const size_t esize = DataTypeSize(dtype);
+  const int64_t bytes = count * static_cast<int64_t>(esize);
+  if (bytes < small_bytes && bytes <= static_cast<int64_t>(g.region_bytes())) {
+    g.NextStep();
+    std::memcpy(g.region(g.index()), buf, bytes);
+    HVD_RETURN_IF_ERROR(g.Barrier());
+    // Every member sums in member order: bit-identical results everywhere.
+    std::memcpy(buf, g.region(0), bytes);
+    for (int p = 1; p < n; ++p) ReduceInto(buf, g.region(p), count, dtype, op);
+    return Status::OK();
+  }
+  std::vector<int64_t> counts(n, count / n);
+  for (int i = 0; i < count % n; ++i) counts[i] += 1;
+  return BlockRounds(g, static_cast<char*>(buf), counts, dtype, op, true);
+}
+
+Status ShmReduceScatter(ShmGroup& g, void* buf,
+                        const std::vector<int64_t>& counts, DataType dtype,
+                        ReduceOp op) {
+  return BlockRounds(g, static_cast<char*>(buf), counts, dtype, op, false);
+}
+
+Status ShmAllgatherv(ShmGroup& g, const void* send, void* recv,
+                     const std::vector<int64_t>& bytes) {
+  const int n = g.size(), me = g.index();
+  const int64_t w = static_cast<int64_t>(g.region_bytes());
+  const std::vector<int64_t> off = Offsets(bytes);
+  char* out = static_cast<char*>(recv);
+  if (out + off[me] != send && bytes[me] > 0)
+    std::memmove(out + off[me], send, bytes[me]);
+  const int64_t rounds =
+      Rounds(*std::max_element(bytes.begin(), bytes.end()), w);
+  for (int64_t j = 0; j < rounds; ++j) {
+    g.NextStep();
+    int64_t mine = Piece(bytes[me], j, w);
+    if (mine > 0) std::memcpy(g.region(me), out + off[me] + j * w, mine);
+    HVD_RETURN_IF_ERROR(g.Barrier());
+    for (int m = 0; m < n; ++m) {
+      int64_t len = Piece(bytes[m], j, w);
+      if (m != me && len > 0)
+        std::memcpy(out + off[m] + j * w, g.region(m), len);
+    }
+  }
+  return Status::OK();
+}
+
+Status ShmBroadcast(ShmGroup& g, void* buf, int64_t bytes, int root) {
+  const int64_t w = static_cast<int64_t>(g.region_bytes());
+  char* p = static_cast<char*>(buf);
+  for (int64_t j = 0; j < Rounds(bytes, w); ++j) {
+    g.NextStep();
+    int64_t len = Piece(bytes, j, w);
+    if (g.index() == root) std::memcpy(g.region(root), p + j * w, len);
+    HVD_RETURN_IF_ERROR(g.Barrier());
+    if (g.index() != root) std::memcpy(p + j * w, g.region(root), len);
+  }
+  return Status::OK();
+}
+
+Status ShmAlltoallv(ShmGroup& g, const void* send,
+                    const std::vector<int64_t>& send_bytes, void* recv,
+                    const std::vector<int64_t>& recv_bytes,
+                    int64_t max_pair_bytes) {
+  const int n = g.size(), me = g.index();
+  const int64_t w = static_cast<int64_t>(g.region_bytes() / n / 64 * 64);
+  const std::vector<int64_t> soff = Offsets(send_bytes),
+                             roff = Offsets(recv_bytes);
+  const char* s = static_cast<const char*>(send);
+  char* d = static_cast<char*>(recv);
+  if (recv_bytes[me] > 0)
+    std::memcpy(d + roff[me], s + soff[me], recv_bytes[me]);
+  for (int64_t j = 0; j < Rounds(max_pair_bytes, w); ++j) {
+    g.NextStep();
+    for (int dst = 0; dst < n; ++dst) {
+      int64_t len = Piece(send_bytes[dst], j, w);
+      if (dst != me && len > 0)
+        std::memcpy(g.region(me) + dst * w, s + soff[dst] + j * w, len);
+    }
+    HVD_RETURN_IF_ERROR(g.Barrier());
+    for (int src = 0; src < n; ++src) {
+      int64_t len = Piece(recv_bytes[src], j, w);
+      if (src != me && len > 0)
+        std::memcpy(d + roff[src] + j * w, g.region(src) + me * w, len);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace horovod

@@ -1,0 +1,236 @@
+#include "transport/shm_group.h"
+
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+#include "common/deadline.h"
+#include "common/logging.h"
+
+namespace horovod {
+
+// The first page of every segment. Each counter has a cache line of its own
+// so that a waiter polling it does not steal the line its owner writes.
+struct ShmGroup::Control {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t members;
+  uint64_t region_bytes;
+  char pad0[40];
+  std::atomic<uint32_t> arrived;  // barriers this member has reached
+  char pad1[60];
+  std::atomic<uint32_t> waiters;  // peers asleep on `arrived`
+  char pad2[60];
+};
+
+namespace {
+
+constexpr uint64_t kMagic = 0x3153484d44565648ull;  // "HVVDMHS1"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kControlBytes = 4096;
+constexpr size_t kNameBytes = 64;
+constexpr int kSleepSliceMs = 5;
+
+static_assert(sizeof(std::atomic<uint32_t>) == 4, "futex word");
+
+bool Reached(uint32_t value, uint32_t target) {
+  return static_cast<int32_t>(value - target) >= 0;
+}
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+long Futex(std::atomic<uint32_t>* word, int op, uint32_t val,
+           const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, timeout,
+                 nullptr, 0);
+}
+
+size_t SegmentBytes(size_t region_bytes) {
+  return kControlBytes + 2 * region_bytes;
+}
+
+// Exchanges a fixed-size record with every other member, pairwise.
+Status ExchangeAll(Transport* t, const std::vector<int>& members, int me,
+                   const void* mine, size_t len,
+                   std::vector<std::string>* out) {
+  const int n = static_cast<int>(members.size());
+  out->assign(n, std::string(len, '\0'));
+  std::memcpy(&(*out)[me][0], mine, len);
+  for (int k = 1; k < n; ++k) {
+    int dst = members[(me + k) % n], src_i = (me - k + n) % n;
+    HVD_RETURN_IF_ERROR(t->SendRecv(dst, mine, len, members[src_i],
+                                    &(*out)[src_i][0], len, 0, nullptr));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+ShmGroup::~ShmGroup() = default;
+
+ShmGroup::Control* ShmGroup::control(int m) const {
+  return reinterpret_cast<Control*>(segments_[m].data());
+}
+
+char* ShmGroup::region(int m) const {
+  return segments_[m].data() + kControlBytes +
+         static_cast<size_t>(parity_) * config_.region_bytes;
+}
+
+Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
+                        const std::vector<int>& liveness_fds,
+                        const ShmConfig& config,
+                        std::unique_ptr<ShmGroup>* out) {
+  out->reset();
+  std::unique_ptr<ShmGroup> g(new ShmGroup());
+  g->members_ = members;
+  g->config_ = config;
+  g->config_.region_bytes = (config.region_bytes + 63) / 64 * 64;
+  const int n = static_cast<int>(members.size());
+  for (int i = 0; i < n; ++i)
+    if (members[i] == transport->rank()) g->me_ = i;
+  if (g->me_ < 0 || n < 2)
+    return Status::Internal("shared memory group without this rank");
+  g->segments_.resize(n);
+  g->liveness_fds_.assign(n, -1);
+  for (int i = 0; i < n; ++i)
+    if (members[i] < static_cast<int>(liveness_fds.size()))
+      g->liveness_fds_[i] = liveness_fds[members[i]];
+  const size_t bytes = SegmentBytes(g->config_.region_bytes);
+
+  // A member that cannot create its segment still takes part in both
+  // exchanges (with an empty name), so that everyone agrees to fall back.
+  ShmSegment& mine = g->segments_[g->me_];
+  Status created = ShmSegment::Create(bytes, &mine);
+  char name[kNameBytes] = {0};
+  if (created.ok()) {
+    Control* c = g->control(g->me_);
+    c->magic = kMagic;
+    c->version = kVersion;
+    c->members = static_cast<uint32_t>(n);
+    c->region_bytes = g->config_.region_bytes;
+    std::strncpy(name, mine.name().c_str(), kNameBytes - 1);
+  } else {
+    HVD_LOG(kWarning,
+            "rank " + std::to_string(transport->rank()) +
+                ": no shared memory, using TCP: " + created.message());
+  }
+  std::vector<std::string> names;
+  HVD_RETURN_IF_ERROR(
+      ExchangeAll(transport, members, g->me_, name, kNameBytes, &names));
+  char ok = created.ok() ? 1 : 0;
+  for (int i = 0; i < n && ok; ++i) {
+    if (i == g->me_) continue;
+    std::string peer(names[i].c_str());
+    Status st = peer.empty()
+                    ? Status::Internal("peer has no segment")
+                    : ShmSegment::Attach(peer, bytes, &g->segments_[i]);
+    if (st.ok()) {
+      const Control* c = g->control(i);
+      if (c->magic != kMagic || c->version != kVersion ||
+          c->members != static_cast<uint32_t>(n) ||
+          c->region_bytes != g->config_.region_bytes)
+        st = Status::InvalidArgument(
+            "segment header does not match (is HOROVOD_SHM_BUFFER_BYTES the "
+            "same on every rank?)");
+    }
+    if (!st.ok()) {
+      if (!peer.empty())
+        HVD_LOG(kWarning, "rank " + std::to_string(transport->rank()) +
+                              ": cannot use rank " +
+                              std::to_string(members[i]) +
+                              "'s shared memory, using TCP: " + st.message());
+      ok = 0;
+    }
+  }
+  std::vector<std::string> verdicts;
+  Status st = ExchangeAll(transport, members, g->me_, &ok, 1, &verdicts);
+  mine.Unlink();  // every peer has attached or given up by now
+  HVD_RETURN_IF_ERROR(st);
+  for (const std::string& v : verdicts)
+    if (v[0] != 1) return Status::OK();  // fall back, everyone alike
+  *out = std::move(g);
+  return Status::OK();
+}
+
+Status ShmGroup::Barrier() {
+  ++seq_;
+  Control* c = control(me_);
+  c->arrived.store(seq_, std::memory_order_seq_cst);
+  if (c->waiters.load(std::memory_order_seq_cst) != 0)
+    Futex(&c->arrived, FUTEX_WAKE, INT_MAX, nullptr);
+  for (int m = 0; m < size(); ++m)
+    if (m != me_) HVD_RETURN_IF_ERROR(WaitFor(m, seq_));
+  return Status::OK();
+}
+
+Status ShmGroup::WaitFor(int m, uint32_t target) {
+  Control* c = control(m);
+  if (Reached(c->arrived.load(std::memory_order_acquire), target))
+    return Status::OK();
+  using SteadyClock = std::chrono::steady_clock;
+  if (config_.spin_us > 0) {
+    auto until =
+        SteadyClock::now() +
+        std::chrono::nanoseconds(static_cast<int64_t>(config_.spin_us * 1000));
+    for (int i = 0;; ++i) {
+      if (Reached(c->arrived.load(std::memory_order_acquire), target))
+        return Status::OK();
+      CpuRelax();
+      if ((i & 63) == 63 && SteadyClock::now() >= until) break;
+    }
+  }
+  Deadline deadline = Deadline::After(config_.timeout_s);
+  const timespec slice = {0, kSleepSliceMs * 1000000L};
+  while (true) {
+    c->waiters.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t v = c->arrived.load(std::memory_order_seq_cst);
+    if (!Reached(v, target)) Futex(&c->arrived, FUTEX_WAIT, v, &slice);
+    c->waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (Reached(c->arrived.load(std::memory_order_acquire), target))
+      return Status::OK();
+    HVD_RETURN_IF_ERROR(PeerFailure(m));
+    if (deadline.Expired())
+      return Status::Timeout(
+          "rank " + std::to_string(members_[m]) + " made no progress for " +
+          std::to_string(static_cast<int>(config_.timeout_s)) +
+          " s in a shared-memory collective "
+          "(HOROVOD_OPERATION_TIMEOUT_SECONDS)");
+  }
+}
+
+Status ShmGroup::PeerFailure(int m) const {
+  if (aborted_.load()) {
+    std::lock_guard<std::mutex> lock(reason_mu_);
+    return Status::Aborted(reason_);
+  }
+  int fd = liveness_fds_[m];
+  if (fd < 0) return Status::OK();
+  pollfd p = {fd, POLLRDHUP, 0};
+  if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+    return Status::Aborted("rank " + std::to_string(members_[m]) +
+                           " disconnected; it probably died");
+  return Status::OK();
+}
+
+void ShmGroup::Abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(reason_mu_);
+    if (aborted_.load()) return;
+    reason_ = reason;
+  }
+  aborted_.store(true);
+}
+
+}  // namespace horovod

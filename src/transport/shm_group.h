@@ -1,0 +1,92 @@
+// ShmGroup: the ranks of one host, each with a shared-memory segment that
+// every other member maps, plus a barrier over them. The shared-memory
+// collectives (collectives/shm_collectives.h) are written against it: a rank
+// writes into its own region, everyone passes a barrier, and then each rank
+// reads the others' regions directly, so data crosses between processes with
+// one copy and reductions read straight from the peers' memory.
+//
+// Regions come in two halves used alternately (NextStep), which is what
+// makes one barrier per step enough: a rank rewrites a half only after every
+// member has passed a later barrier, i.e. has finished reading it.
+//
+// Waiting spins for a short while (cheap when every rank has a core), then
+// sleeps on a futex in the peer's segment (so oversubscribed ranks give the
+// core to the one doing the work). Every wait has the operation deadline and
+// notices a dead peer: the peer's TCP link is polled for hang-up while
+// sleeping, since the kernel closes it the moment the process dies.
+//
+// Thread-safety: used by the engine's background thread only, except Abort,
+// which any thread may call.
+#ifndef HOROVOD_TRANSPORT_SHM_GROUP_H_
+#define HOROVOD_TRANSPORT_SHM_GROUP_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/shm_segment.h"
+#include "transport/transport.h"
+
+namespace horovod {
+
+struct ShmConfig {
+  size_t region_bytes = 4u << 20;  // per half
+  double timeout_s = 300;          // longest wait for a silent peer
+  double spin_us = 50;             // busy-wait before sleeping
+};
+
+class ShmGroup {
+ public:
+  // Collective over `transport` among `members` (global ranks, ascending,
+  // ours included, at least two): creates our segment, swaps names with the
+  // others over the transport, attaches theirs, and unlinks ours once
+  // everyone has attached. `liveness_fds[r]` is a socket connected to global
+  // rank r (or -1). Sets *out to null, without error, when some member could
+  // not attach (then the caller uses TCP); every member reaches the same
+  // verdict.
+  static Status Create(Transport* transport, const std::vector<int>& members,
+                       const std::vector<int>& liveness_fds,
+                       const ShmConfig& config, std::unique_ptr<ShmGroup>* out);
+  ~ShmGroup();
+
+  int size() const { return static_cast<int>(members_.size()); }
+  int index() const { return me_; }
+  const std::vector<int>& members() const { return members_; }
+  size_t region_bytes() const { return config_.region_bytes; }
+
+  // Switches every region to its other half. All members call it at the
+  // same points.
+  void NextStep() { parity_ ^= 1; }
+  // Member m's region, current half.
+  char* region(int m) const;
+
+  // Publishes that we are done with this phase and waits until every member
+  // has done the same.
+  Status Barrier();
+
+  void Abort(const std::string& reason);
+
+ private:
+  struct Control;
+  ShmGroup() = default;
+  Control* control(int m) const;
+  Status WaitFor(int m, uint32_t target);
+  Status PeerFailure(int m) const;
+
+  std::vector<int> members_;
+  int me_ = -1;
+  std::vector<ShmSegment> segments_;  // by member index
+  std::vector<int> liveness_fds_;     // by member index
+  ShmConfig config_;
+  int parity_ = 0;
+  uint32_t seq_ = 0;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex reason_mu_;
+  std::string reason_;
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_TRANSPORT_SHM_GROUP_H_
