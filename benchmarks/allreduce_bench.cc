@@ -1,0 +1,197 @@
+// Allreduce(float32, Sum) through the public C++ Engine API, measured with
+// the anchors' method (../shared/bench/README.md) so our RESULT lines sit in
+// the same table as OpenMPI, Gloo and torch.distributed:
+//   per size: 3 warm-up calls, doubling calibration until a batch takes
+//   >= 10 ms; one exact correctness check on fresh input; trials of `iters`
+//   back-to-back calls (>= 20 ms each, 5..50 trials within the budget), each
+//   after a barrier, trial time = max over ranks; median and min per call,
+//   algbw = bytes / median, busbw = algbw * 2(n-1)/n, GB = 1e9 bytes.
+// Every call goes through negotiation, the response cache and the executor,
+// as a training step's would. In place (Horovod semantics).
+//
+//   horovodrun -np 2 build/benchmarks/allreduce_bench -l hvd-shm [-s 4,1M] [-b 1.5]
+#include <horovod/engine.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using horovod::CollectiveArgs;
+using horovod::DataType;
+using horovod::Engine;
+using horovod::Handle;
+using horovod::ReduceOp;
+using horovod::Status;
+using horovod::TensorView;
+
+const size_t kDefaultSizes[] = {4,         64,        1 << 10,   16 << 10,
+                                256 << 10, 1 << 20,   4 << 20,   16 << 20,
+                                64 << 20,  256 << 20};
+
+size_t ParseSize(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  switch (*end) {
+    case 'K': case 'k': v *= 1 << 10; break;
+    case 'M': case 'm': v *= 1 << 20; break;
+    case 'G': case 'g': v *= 1 << 30; break;
+  }
+  return static_cast<size_t>(v);
+}
+
+double Now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Check(const Status& st, const char* what) {
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s failed: %s\n", what, st.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+class Bench {
+ public:
+  explicit Bench(Engine* e) : e_(e) {}
+
+  void Allreduce(void* data, DataType dtype, int64_t count, ReduceOp op,
+                 const char* name) {
+    TensorView t{data, dtype, {count}};
+    CollectiveArgs args;
+    args.name = name;
+    args.op = op;
+    Handle h;
+    Check(e_->Allreduce(t, args, &h), "allreduce");
+    Check(h.Wait(), "allreduce");
+  }
+
+  // The maximum over ranks, as every rank sees it.
+  double Max(double v) {
+    Allreduce(&v, DataType::kFloat64, 1, ReduceOp::kMax, "bench.max");
+    return v;
+  }
+
+  void Barrier() { Check(e_->Barrier(0), "barrier"); }
+
+ private:
+  Engine* e_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string label = "hvd";
+  double budget = 1.5;
+  std::vector<size_t> sizes(std::begin(kDefaultSizes), std::end(kDefaultSizes));
+  for (int a = 1; a < argc; ++a) {
+    std::string arg = argv[a];
+    if (arg == "-l" && a + 1 < argc) {
+      label = argv[++a];
+    } else if (arg == "-b" && a + 1 < argc) {
+      budget = std::atof(argv[++a]);
+    } else if (arg == "-s" && a + 1 < argc) {
+      sizes.clear();
+      std::string list = argv[++a];
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        size_t comma = list.find(',', pos);
+        if (comma == std::string::npos) comma = list.size();
+        sizes.push_back(ParseSize(list.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+    } else {
+      std::fprintf(stderr, "usage: %s [-l LABEL] [-s SIZES] [-b SECONDS]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+
+  horovod::JobInfo job;
+  Check(horovod::JobInfo::FromEnvironment(&job), "job");
+  std::unique_ptr<Engine> engine;
+  Check(Engine::Start(job, &engine), "init");
+  const int rank = engine->rank(), np = engine->size();
+  Bench bench(engine.get());
+  if (rank == 0) {
+    std::printf("# %s np=%d inplace=1 budget=%.2fs lib=\"horovod-cpp engine\"\n",
+                label.c_str(), np, budget);
+    std::printf("# %12s %8s %7s %12s %12s %10s %10s %s\n", "bytes", "iters",
+                "trials", "median_us", "min_us", "algbw_GB/s", "busbw_GB/s",
+                "check");
+    std::fflush(stdout);
+  }
+
+  for (size_t requested : sizes) {
+    const int64_t count = std::max<int64_t>(1, requested / sizeof(float));
+    const size_t bytes = count * sizeof(float);
+    std::vector<float> buf(count);
+    auto fill = [&] {
+      for (int64_t i = 0; i < count; ++i)
+        buf[i] = static_cast<float>((rank + 1) * (i % 7 + 1));
+    };
+    auto call = [&] {
+      bench.Allreduce(buf.data(), DataType::kFloat32, count, ReduceOp::kSum,
+                      "bench.x");
+    };
+    fill();
+    for (int w = 0; w < 3; ++w) call();
+    double one = 0;
+    for (int n = 1;; n *= 2) {
+      bench.Barrier();
+      double t0 = Now();
+      for (int w = 0; w < n; ++w) call();
+      double el = bench.Max(Now() - t0);
+      if (el >= 0.01 || n >= (1 << 20)) {
+        one = el / n;
+        break;
+      }
+    }
+
+    fill();
+    call();
+    const float tri = static_cast<float>(np * (np + 1) / 2);
+    double bad = 0;
+    for (int64_t i = 0; i < count; ++i)
+      if (buf[i] != tri * static_cast<float>(i % 7 + 1)) bad += 1;
+    bad = bench.Max(bad);
+    std::memset(buf.data(), 0, bytes);  // keep the timed values bounded
+
+    // Every rank computes the plan from the same (max-reduced) estimate.
+    int iters = std::min(100000, static_cast<int>(0.02 / std::max(one, 1e-9)) + 1);
+    int trials = std::clamp(
+        static_cast<int>(budget / std::max(iters * one, 1e-9)), 5, 50);
+    std::vector<double> per_call(trials);
+    for (int tr = 0; tr < trials; ++tr) {
+      bench.Barrier();
+      double t0 = Now();
+      for (int it = 0; it < iters; ++it) call();
+      per_call[tr] = (Now() - t0) / iters;
+    }
+    for (double& t : per_call) t = bench.Max(t);
+    if (rank == 0) {
+      std::sort(per_call.begin(), per_call.end());
+      double med = trials % 2 ? per_call[trials / 2]
+                              : 0.5 * (per_call[trials / 2 - 1] +
+                                       per_call[trials / 2]);
+      double algbw = bytes / med / 1e9;
+      double busbw = algbw * 2.0 * (np - 1) / np;
+      const char* ok = bad > 0 ? "FAIL" : "OK";
+      std::printf("  %12zu %8d %7d %12.2f %12.2f %10.3f %10.3f %s\n", bytes,
+                  iters, trials, med * 1e6, per_call[0] * 1e6, algbw, busbw,
+                  ok);
+      std::printf("RESULT,%s,%d,%zu,%d,%d,%.3f,%.3f,%.4f,%.4f,%s\n",
+                  label.c_str(), np, bytes, iters, trials, med * 1e6,
+                  per_call[0] * 1e6, algbw, busbw, ok);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
