@@ -25,6 +25,7 @@
 #include "runtime/executor.h"
 #include "runtime/process_set_table.h"
 #include "runtime/tensor_queue.h"
+#include "transport/control_link.h"
 #include "transport/loopback_transport.h"
 #include "transport/shm_group.h"
 #include "transport/tcp_transport.h"
@@ -64,7 +65,7 @@ class EngineImpl {
       HVD_RETURN_IF_ERROR(JoinSharedMemory(tcp.get(), mesh.hosts));
       transport_ = std::move(tcp);
     }
-    control_ = std::move(mesh.control);
+    UseControlLinks(std::move(mesh.control));
     if (job_.rank == 0) {
       CoordinatorConfig cc;
       cc.size = job_.size;
@@ -266,10 +267,49 @@ class EngineImpl {
     config.spin_us = knobs_.spin_time_us >= 0 ? knobs_.spin_time_us
                      : static_cast<int>(local.size()) <= cores ? 50
                                                                : 0;
+    spin_us_ = config.spin_us;
     std::vector<int> fds(job_.size, -1);
     for (int r = 0; r < job_.size; ++r)
       if (r != job_.rank) fds[r] = tcp->PeerFd(r);
     return ShmGroup::Create(tcp, local, fds, config, &shm_);
+  }
+
+  // With every rank on this host in the shared-memory group, coordination
+  // frames travel through it too and the loop sleeps on its doorbell, which
+  // enqueues and incoming frames ring; otherwise the loop polls sockets and
+  // the queue's eventfd.
+  void UseControlLinks(std::vector<Socket> sockets) {
+    const bool shm = shm_ != nullptr && shm_->size() == job_.size;
+    for (size_t r = 0; r < sockets.size(); ++r) {
+      if (shm && sockets[r].valid())
+        control_.push_back(std::make_unique<ShmLink>(
+            shm_.get(), job_.rank == 0 ? static_cast<int>(r) : 0,
+            std::move(sockets[r])));
+      else
+        control_.push_back(std::make_unique<SocketLink>(std::move(sockets[r])));
+    }
+    if (shm) {
+      bell_ = shm_->doorbell(shm_->index());
+      queue_.SetWakeHook([bell = bell_] { bell->Ring(); });
+    }
+  }
+
+  // Sleeps until an enqueue or a control frame may be waiting, or until
+  // timeout_ms; afterwards HasData() tells which links have something.
+  void AwaitEvent(int timeout_ms) {
+    if (bell_ != nullptr) {
+      if (!bell_->Wait(bell_seen_, spin_us_, timeout_ms))
+        for (auto& link : control_)
+          if (link->valid()) link->Probe();
+      bell_seen_ = bell_->Read();  // before looking: later rings wake us
+      return;
+    }
+    pollfds_.assign(1, pollfd{queue_.wake_fd(), POLLIN, 0});
+    for (auto& link : control_) pollfds_.push_back({link->fd(), POLLIN, 0});
+    poll(pollfds_.data(), pollfds_.size(), timeout_ms);
+    if (pollfds_[0].revents) queue_.DrainWake();
+    for (size_t i = 0; i < control_.size(); ++i)
+      if (pollfds_[i + 1].revents) control_[i]->MarkReadable();
   }
 
   // --- background loop -----------------------------------------------------
@@ -294,9 +334,9 @@ class EngineImpl {
     for (size_t r = 1; r < control_.size(); ++r) {
       std::string frame;
       while (!deadline.Expired()) {
-        pollfd p = {control_[r].fd(), POLLIN, 0};
-        if (poll(&p, 1, 0) <= 0) break;
-        if (!control_[r].ReadFrame(kMaxControlFrame, deadline, &frame).ok())
+        control_[r]->Probe();
+        if (!control_[r]->HasData()) break;
+        if (!control_[r]->ReadFrame(kMaxControlFrame, deadline, &frame).ok())
           return Status::Aborted("rank " + std::to_string(r) +
                                  " disconnected; it probably died (" +
                                  st.message() + ")");
@@ -316,7 +356,7 @@ class EngineImpl {
   Status FromCoordinator(const Status& fallback) {
     Deadline deadline = Deadline::After(1.0);
     std::string frame;
-    while (control_[0].ReadFrame(kMaxControlFrame, deadline, &frame).ok()) {
+    while (control_[0]->ReadFrame(kMaxControlFrame, deadline, &frame).ok()) {
       ResponseList l;
       if (!DecodeResponseList(frame, job_.size, &cache_, &l).ok()) break;
       if (!l.abort_reason.empty()) return Status::Aborted(l.abort_reason);
@@ -356,10 +396,7 @@ class EngineImpl {
 
   Status CoordinatorLoop() {
     const int n = job_.size;
-    std::vector<pollfd> fds(n);
     while (true) {
-      fds[0] = {queue_.wake_fd(), POLLIN, 0};
-      for (int r = 1; r < n; ++r) fds[r] = {control_[r].fd(), POLLIN, 0};
       auto now = Clock::now();
       int timeout = 1000;
       auto wake = coordinator_->NextWake(now);
@@ -370,15 +407,14 @@ class EngineImpl {
                     .count() +
                 1));
       if (coordinator_->ShouldEmit(now)) timeout = 0;
-      poll(fds.data(), n, timeout);
-      if (fds[0].revents) queue_.DrainWake();
+      AwaitEvent(timeout);
       now = Clock::now();
       RequestList mine = CollectRequests();
       if (!Empty(mine)) coordinator_->AddRequestList(0, mine, now);
       for (int r = 1; r < n; ++r) {
-        if (!fds[r].revents) continue;
+        if (!control_[r]->HasData()) continue;
         std::string frame;
-        Status st = control_[r].ReadFrame(
+        Status st = control_[r]->ReadFrame(
             kMaxControlFrame, Deadline::After(knobs_.operation_timeout_s),
             &frame);
         if (!st.ok())
@@ -398,7 +434,7 @@ class EngineImpl {
       ResponseList out = coordinator_->TakeResponses(now);
       std::string frame = EncodeResponseList(out, &cache_);
       for (int r = 1; r < n; ++r)
-        HVD_RETURN_IF_ERROR(control_[r].WriteFrame(
+        HVD_RETURN_IF_ERROR(control_[r]->WriteFrame(
             frame, Deadline::After(knobs_.operation_timeout_s)));
       Status st = ExecuteList(out);
       if (!st.ok()) return RootCause(st);
@@ -407,18 +443,16 @@ class EngineImpl {
   }
 
   Status WorkerLoop() {
-    const Socket& ctl = control_[0];
+    ControlLink& ctl = *control_[0];
     while (true) {
-      pollfd fds[2] = {{queue_.wake_fd(), POLLIN, 0}, {ctl.fd(), POLLIN, 0}};
-      poll(fds, 2, 1000);
-      if (fds[0].revents) queue_.DrainWake();
+      AwaitEvent(1000);
       RequestList mine = CollectRequests();
       Status st;
       if (!Empty(mine))
         st = ctl.WriteFrame(EncodeRequestList(mine),
                             Deadline::After(knobs_.operation_timeout_s));
       if (!st.ok()) return LostCoordinator(st);
-      if (!fds[1].revents) continue;
+      if (!ctl.HasData()) continue;
       std::string frame;
       st = ctl.ReadFrame(kMaxControlFrame,
                          Deadline::After(knobs_.operation_timeout_s), &frame);
@@ -459,7 +493,7 @@ class EngineImpl {
       RequestList l;
       l.epoch = epoch_;
       l.requests = resend;
-      HVD_RETURN_IF_ERROR(control_[0].WriteFrame(
+      HVD_RETURN_IF_ERROR(control_[0]->WriteFrame(
           EncodeRequestList(l), Deadline::After(knobs_.operation_timeout_s)));
     }
     return Status::OK();
@@ -476,17 +510,17 @@ class EngineImpl {
         l.abort_reason = reason;
         std::string frame = EncodeResponseList(l, nullptr);
         for (size_t r = 1; r < control_.size(); ++r)
-          if (control_[r].valid())
-            (void)control_[r].WriteFrame(frame, Deadline::After(0.5));
-      } else if (!control_.empty() && control_[0].valid()) {
+          if (control_[r]->valid())
+            (void)control_[r]->WriteFrame(frame, Deadline::After(0.5));
+      } else if (!control_.empty() && control_[0]->valid()) {
         RequestList l;
         l.abort_reason = reason;
-        (void)control_[0].WriteFrame(EncodeRequestList(l),
-                                     Deadline::After(0.5));
+        (void)control_[0]->WriteFrame(EncodeRequestList(l),
+                                      Deadline::After(0.5));
       }
       if (shm_) shm_->Abort(reason);
       transport_->Abort(reason);
-      for (auto& s : control_) s.Close();
+      for (auto& link : control_) link->Close();
     }
     queue_.FailAll(Status::Aborted(text));
     executor_->FailBroken(Status::Aborted(text));
@@ -500,7 +534,11 @@ class EngineImpl {
   std::unique_ptr<LoopbackFabric> fabric_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<ShmGroup> shm_;
-  std::vector<Socket> control_;
+  double spin_us_ = 0;
+  std::vector<std::unique_ptr<ControlLink>> control_;
+  Doorbell* bell_ = nullptr;  // set when control frames go through shm_
+  uint32_t bell_seen_ = 0;
+  std::vector<pollfd> pollfds_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<Executor> executor_;
   std::thread thread_;

@@ -6,6 +6,7 @@
 #ifndef HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 #define HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +40,9 @@ class TensorQueue {
   // Fails every in-flight entry; later Adds are refused with `status`.
   void FailAll(const Status& status);
   int wake_fd() const { return wake_fd_; }
+  // Replaces the eventfd as the way Wake reaches the loop. Set before the
+  // loop starts.
+  void SetWakeHook(std::function<void()> hook) { wake_hook_ = std::move(hook); }
   void Wake();
   void DrainWake();
 
@@ -48,6 +52,7 @@ class TensorQueue {
   std::vector<Request> fresh_;
   Status closed_;
   int wake_fd_;
+  std::function<void()> wake_hook_;
 };
 
 }  // namespace horovod

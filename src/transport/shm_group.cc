@@ -1,12 +1,8 @@
 #include "transport/shm_group.h"
 
-#include <linux/futex.h>
 #include <poll.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <climits>
 #include <cstring>
 
 #include "common/deadline.h"
@@ -26,6 +22,15 @@ struct ShmGroup::Control {
   char pad1[60];
   std::atomic<uint32_t> waiters;  // peers asleep on `arrived`
   char pad2[60];
+  Doorbell bell;  // rung when a control frame or local work arrives
+  char pad3[56];
+};
+
+struct RingHeader {
+  std::atomic<uint64_t> head;
+  char pad0[56];
+  std::atomic<uint64_t> tail;
+  char pad1[56];
 };
 
 namespace {
@@ -33,31 +38,19 @@ namespace {
 constexpr uint64_t kMagic = 0x3153484d44565648ull;  // "HVVDMHS1"
 constexpr uint32_t kVersion = 1;
 constexpr size_t kControlBytes = 4096;
+constexpr size_t kRingDataBytes = 64 << 10;
+constexpr size_t kRingBytes = sizeof(RingHeader) + kRingDataBytes;
 constexpr size_t kNameBytes = 64;
 constexpr int kSleepSliceMs = 5;
-
-static_assert(sizeof(std::atomic<uint32_t>) == 4, "futex word");
 
 bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
 }
 
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+size_t RingsBytes(int members) { return members * kRingBytes; }
 
-long Futex(std::atomic<uint32_t>* word, int op, uint32_t val,
-           const timespec* timeout) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, timeout,
-                 nullptr, 0);
-}
-
-size_t SegmentBytes(size_t region_bytes) {
-  return kControlBytes + 2 * region_bytes;
+size_t SegmentBytes(int members, size_t region_bytes) {
+  return kControlBytes + RingsBytes(members) + 2 * region_bytes;
 }
 
 // Exchanges a fixed-size record with every other member, pairwise.
@@ -84,8 +77,16 @@ ShmGroup::Control* ShmGroup::control(int m) const {
 }
 
 char* ShmGroup::region(int m) const {
-  return segments_[m].data() + kControlBytes +
+  return segments_[m].data() + kControlBytes + RingsBytes(size()) +
          static_cast<size_t>(parity_) * config_.region_bytes;
+}
+
+Doorbell* ShmGroup::doorbell(int m) const { return &control(m)->bell; }
+
+ShmGroup::Ring ShmGroup::ring(int from, int to) const {
+  char* base = segments_[from].data() + kControlBytes + to * kRingBytes;
+  auto* h = reinterpret_cast<RingHeader*>(base);
+  return Ring{&h->head, &h->tail, base + sizeof(RingHeader), kRingDataBytes};
 }
 
 Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
@@ -107,7 +108,7 @@ Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
   for (int i = 0; i < n; ++i)
     if (members[i] < static_cast<int>(liveness_fds.size()))
       g->liveness_fds_[i] = liveness_fds[members[i]];
-  const size_t bytes = SegmentBytes(g->config_.region_bytes);
+  const size_t bytes = SegmentBytes(n, g->config_.region_bytes);
 
   // A member that cannot create its segment still takes part in both
   // exchanges (with an empty name), so that everyone agrees to fall back.
@@ -169,7 +170,7 @@ Status ShmGroup::Barrier() {
   Control* c = control(me_);
   c->arrived.store(seq_, std::memory_order_seq_cst);
   if (c->waiters.load(std::memory_order_seq_cst) != 0)
-    Futex(&c->arrived, FUTEX_WAKE, INT_MAX, nullptr);
+    FutexWakeAll(&c->arrived);
   for (int m = 0; m < size(); ++m)
     if (m != me_) HVD_RETURN_IF_ERROR(WaitFor(m, seq_));
   return Status::OK();
@@ -192,11 +193,10 @@ Status ShmGroup::WaitFor(int m, uint32_t target) {
     }
   }
   Deadline deadline = Deadline::After(config_.timeout_s);
-  const timespec slice = {0, kSleepSliceMs * 1000000L};
   while (true) {
     c->waiters.fetch_add(1, std::memory_order_seq_cst);
     uint32_t v = c->arrived.load(std::memory_order_seq_cst);
-    if (!Reached(v, target)) Futex(&c->arrived, FUTEX_WAIT, v, &slice);
+    if (!Reached(v, target)) FutexWait(&c->arrived, v, kSleepSliceMs);
     c->waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (Reached(c->arrived.load(std::memory_order_acquire), target))
       return Status::OK();

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/doorbell.h"
 #include "transport/shm_segment.h"
 #include "transport/transport.h"
 
@@ -67,6 +68,19 @@ class ShmGroup {
   Status Barrier();
 
   void Abort(const std::string& reason);
+
+  // Control-plane plumbing (see ShmLink): each member's doorbell, and a
+  // byte ring from every member to every other, in the sender's segment.
+  struct Ring {
+    std::atomic<uint64_t>* head;  // bytes written, by the sender
+    std::atomic<uint64_t>* tail;  // bytes consumed, by the receiver
+    char* data;
+    size_t capacity;
+  };
+  Doorbell* doorbell(int m) const;
+  Ring ring(int from, int to) const;
+  // The socket used to notice that member m died, or -1.
+  int liveness_fd(int m) const { return liveness_fds_[m]; }
 
  private:
   struct Control;

@@ -1,0 +1,32 @@
+// Doorbell: a counter in (possibly shared) memory that one thread sleeps on
+// and others ring, so a sleeper costs no CPU and a ringer pays a syscall
+// only when somebody actually sleeps. Futex-based; works across processes
+// when the Doorbell lives in a shared mapping. Thread-safe.
+#ifndef HOROVOD_TRANSPORT_DOORBELL_H_
+#define HOROVOD_TRANSPORT_DOORBELL_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace horovod {
+
+// Futex on a 32-bit word in any mapping (not process-private). Returns what
+// the syscall does; `timeout_ms` < 0 waits without limit.
+long FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms);
+void FutexWakeAll(std::atomic<uint32_t>* word);
+void CpuRelax();
+
+struct Doorbell {
+  std::atomic<uint32_t> seq{0};
+  std::atomic<uint32_t> sleepers{0};
+
+  uint32_t Read() const { return seq.load(std::memory_order_acquire); }
+  void Ring();
+  // Returns once seq differs from `seen` (true) or after about `timeout_ms`
+  // (false). Busy-polls for `spin_us` first.
+  bool Wait(uint32_t seen, double spin_us, int timeout_ms);
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_TRANSPORT_DOORBELL_H_
