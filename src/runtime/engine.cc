@@ -297,6 +297,7 @@ class EngineImpl {
   // Sleeps until an enqueue or a control frame may be waiting, or until
   // timeout_ms; afterwards HasData() tells which links have something.
   void AwaitEvent(int timeout_ms) {
+    for (auto& link : control_) link->Flush();
     if (bell_ != nullptr) {
       if (!bell_->Wait(bell_seen_, spin_us_, timeout_ms))
         for (auto& link : control_)
@@ -433,9 +434,14 @@ class EngineImpl {
       if (!coordinator_->ShouldEmit(now)) continue;
       ResponseList out = coordinator_->TakeResponses(now);
       std::string frame = EncodeResponseList(out, &cache_);
+      // Every worker must have the whole list before we wait for it inside
+      // a collective.
       for (int r = 1; r < n; ++r)
         HVD_RETURN_IF_ERROR(control_[r]->WriteFrame(
             frame, Deadline::After(knobs_.operation_timeout_s)));
+      for (int r = 1; r < n; ++r)
+        HVD_RETURN_IF_ERROR(
+            control_[r]->Drain(Deadline::After(knobs_.operation_timeout_s)));
       Status st = ExecuteList(out);
       if (!st.ok()) return RootCause(st);
       if (out.shutdown) return Status::OK();
@@ -510,13 +516,16 @@ class EngineImpl {
         l.abort_reason = reason;
         std::string frame = EncodeResponseList(l, nullptr);
         for (size_t r = 1; r < control_.size(); ++r)
-          if (control_[r]->valid())
-            (void)control_[r]->WriteFrame(frame, Deadline::After(0.5));
+          if (control_[r]->valid() &&
+              control_[r]->WriteFrame(frame, Deadline::After(0.5)).ok())
+            (void)control_[r]->Drain(Deadline::After(0.5));
       } else if (!control_.empty() && control_[0]->valid()) {
         RequestList l;
         l.abort_reason = reason;
-        (void)control_[0]->WriteFrame(EncodeRequestList(l),
-                                      Deadline::After(0.5));
+        if (control_[0]
+                ->WriteFrame(EncodeRequestList(l), Deadline::After(0.5))
+                .ok())
+          (void)control_[0]->Drain(Deadline::After(0.5));
       }
       if (shm_) shm_->Abort(reason);
       transport_->Abort(reason);

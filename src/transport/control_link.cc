@@ -52,33 +52,41 @@ Status ShmLink::Stalled(Deadline deadline, int* attempts) {
   return Status::OK();
 }
 
-// Copies into the ring without publishing, so that a whole frame usually
-// appears to the reader at once; publishes early only when the ring fills.
-Status ShmLink::Put(const char* p, size_t n, Deadline deadline) {
+bool ShmLink::Flush() {
+  if (outbox_sent_ == outbox_.size()) return true;
   ShmGroup::Ring r = g_->ring(g_->index(), peer_);
-  int attempts = 0;
-  while (n > 0) {
-    uint64_t used = written_ - r.tail->load(std::memory_order_acquire);
-    size_t room = r.capacity - static_cast<size_t>(used);
-    if (room == 0) {
-      if (!s_.valid()) return Status::Aborted("control link closed");
-      Publish();
-      HVD_RETURN_IF_ERROR(Stalled(deadline, &attempts));
-      continue;
-    }
-    size_t at = static_cast<size_t>(written_ % r.capacity);
-    size_t len = std::min({n, room, r.capacity - at});
-    std::memcpy(r.data + at, p, len);
-    written_ += len;
-    p += len;
-    n -= len;
+  uint64_t head = r.head->load(std::memory_order_relaxed);
+  bool moved = false;
+  while (outbox_sent_ < outbox_.size()) {
+    size_t room =
+        r.capacity -
+        static_cast<size_t>(head - r.tail->load(std::memory_order_acquire));
+    if (room == 0) break;
+    size_t at = static_cast<size_t>(head % r.capacity);
+    size_t len =
+        std::min({outbox_.size() - outbox_sent_, room, r.capacity - at});
+    std::memcpy(r.data + at, outbox_.data() + outbox_sent_, len);
+    head += len;
+    outbox_sent_ += len;
+    moved = true;
   }
-  return Status::OK();
+  if (moved) {
+    r.head->store(head, std::memory_order_release);
+    g_->doorbell(peer_)->Ring();
+  }
+  if (outbox_sent_ < outbox_.size()) return false;
+  outbox_.clear();
+  outbox_sent_ = 0;
+  return true;
 }
 
-void ShmLink::Publish() {
-  g_->ring(g_->index(), peer_).head->store(written_, std::memory_order_release);
-  g_->doorbell(peer_)->Ring();
+Status ShmLink::Drain(Deadline deadline) {
+  int attempts = 0;
+  while (!Flush()) {
+    if (!s_.valid()) return Status::Aborted("control link closed");
+    HVD_RETURN_IF_ERROR(Stalled(deadline, &attempts));
+  }
+  return Status::OK();
 }
 
 Status ShmLink::Get(char* p, size_t n, Deadline deadline) {
@@ -89,6 +97,7 @@ Status ShmLink::Get(char* p, size_t n, Deadline deadline) {
     size_t avail =
         static_cast<size_t>(r.head->load(std::memory_order_acquire) - tail);
     if (avail == 0) {
+      Flush();  // the peer may be waiting for our bytes to finish its frame
       HVD_RETURN_IF_ERROR(Stalled(deadline, &attempts));
       continue;
     }
@@ -96,6 +105,7 @@ Status ShmLink::Get(char* p, size_t n, Deadline deadline) {
     size_t len = std::min({n, avail, r.capacity - at});
     std::memcpy(p, r.data + at, len);
     r.tail->store(tail + len, std::memory_order_release);
+    g_->doorbell(peer_)->Ring();  // a writer may be waiting for room
     p += len;
     n -= len;
   }
@@ -104,11 +114,11 @@ Status ShmLink::Get(char* p, size_t n, Deadline deadline) {
 
 Status ShmLink::WriteFrame(const std::string& body, Deadline deadline) {
   if (body.size() > UINT32_MAX) return Status::InvalidArgument("frame too big");
+  if (!s_.valid()) return Status::Aborted("control link closed");
   uint32_t header[2] = {kFrameMagic, static_cast<uint32_t>(body.size())};
-  HVD_RETURN_IF_ERROR(
-      Put(reinterpret_cast<const char*>(header), sizeof(header), deadline));
-  HVD_RETURN_IF_ERROR(Put(body.data(), body.size(), deadline));
-  Publish();
+  outbox_.append(reinterpret_cast<const char*>(header), sizeof(header));
+  outbox_.append(body);
+  Flush();
   return Status::OK();
 }
 

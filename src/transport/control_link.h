@@ -5,6 +5,9 @@
 // one host, so a steady-state step costs no syscall while ranks are awake.
 // An ShmLink keeps the TCP socket only to notice the peer's death (the
 // kernel closes it when the process dies) and to signal its own (Close).
+// Its writes are non-blocking (an outbox drains as the peer reads), and a
+// reader stalled on a partial frame keeps flushing its own outbox, so two
+// ranks sending each other large frames cannot deadlock.
 //
 // Thread-safety: one thread uses a link at a time (the background loop, or
 // the thread that runs Fatal once the loop is gone).
@@ -22,7 +25,13 @@ namespace horovod {
 class ControlLink {
  public:
   virtual ~ControlLink() = default;
+  // May return before the frame is fully handed over (ShmLink: the rest
+  // waits in an outbox); Flush and Drain push it on.
   virtual Status WriteFrame(const std::string& body, Deadline deadline) = 0;
+  // Hands over what fits without blocking; true when nothing is pending.
+  virtual bool Flush() { return true; }
+  // Blocks until everything written has been handed over.
+  virtual Status Drain(Deadline deadline) { return Status::OK(); }
   // Rejects bodies over max_len before reading them.
   virtual Status ReadFrame(size_t max_len, Deadline deadline,
                            std::string* body) = 0;
@@ -68,6 +77,8 @@ class ShmLink : public ControlLink {
   ShmLink(ShmGroup* group, int peer, Socket liveness)
       : g_(group), peer_(peer), s_(std::move(liveness)) {}
   Status WriteFrame(const std::string& body, Deadline deadline) override;
+  bool Flush() override;
+  Status Drain(Deadline deadline) override;
   Status ReadFrame(size_t max_len, Deadline deadline,
                    std::string* body) override;
   bool HasData() override;
@@ -77,16 +88,17 @@ class ShmLink : public ControlLink {
   void Close() override { s_.Close(); }
 
  private:
-  Status Put(const char* p, size_t n, Deadline deadline);
   Status Get(char* p, size_t n, Deadline deadline);
-  void Publish();
   Status Stalled(Deadline deadline, int* attempts);
 
   ShmGroup* g_;
   int peer_;
   Socket s_;
   bool gone_ = false;
-  uint64_t written_ = 0;  // bytes put in our ring, published or not
+  // Frames not yet in the ring. A writer never blocks on a full ring: both
+  // sides might be writing big frames to each other at once.
+  std::string outbox_;
+  size_t outbox_sent_ = 0;
 };
 
 }  // namespace horovod

@@ -1,0 +1,66 @@
+"""Tensor fusion: 1000 tensors of 4 KiB submitted per step (as a model's
+gradients would be) against one 4 MiB tensor, same bytes.
+
+  horovodrun -np 2 python benchmarks/fusion_bench.py [--steps 30]
+
+Prints FUSION,<np>,<case>,<median_step_us>,<min_step_us> lines; the step time
+is the max over ranks.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+import horovod.torch as hvd
+
+
+def max_all(value):
+    t = torch.tensor([value], dtype=torch.float64)
+    hvd.allreduce_(t, op=hvd.Max, name="fusion.max")
+    return t.item()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--count", type=int, default=1000)
+    p.add_argument("--tensor-bytes", type=int, default=4096)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    hvd.init()
+    many = [torch.ones(args.tensor_bytes // 4) for _ in range(args.count)]
+    one = torch.ones(args.count * args.tensor_bytes // 4)
+    names = ["fusion.g%d" % i for i in range(args.count)]
+
+    def step_many():
+        handles = [hvd.allreduce_async_(t, op=hvd.Sum, name=nm)
+                   for t, nm in zip(many, names)]
+        for h in handles:
+            hvd.synchronize(h)
+
+    def step_one():
+        hvd.allreduce_(one, op=hvd.Sum, name="fusion.one")
+
+    for case, fn in (("1x%dKiB" % (args.count * args.tensor_bytes // 1024), step_one),
+                     ("%dx%dKiB" % (args.count, args.tensor_bytes // 1024), step_many)):
+        for _ in range(3):
+            fn()
+        times = []
+        for _ in range(args.steps):
+            hvd.barrier()
+            t0 = time.perf_counter()
+            fn()
+            times.append(max_all(time.perf_counter() - t0))
+        for t in many:
+            t.fill_(1.0)
+        one.fill_(1.0)
+        if hvd.rank() == 0:
+            print("FUSION,%d,%s,%.1f,%.1f" % (hvd.size(), case,
+                                              statistics.median(times) * 1e6,
+                                              min(times) * 1e6), flush=True)
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    main()
