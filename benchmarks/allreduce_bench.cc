@@ -9,7 +9,8 @@
 // Every call goes through negotiation, the response cache and the executor,
 // as a training step's would. In place (Horovod semantics).
 //
-//   horovodrun -np 2 build/benchmarks/allreduce_bench -l hvd-shm [-s 4,1M] [-b 1.5]
+//   horovodrun -np 2 build/benchmarks/allreduce_bench -l hvd-shm [-s 4,1M]
+//   [-b 1.5]
 #include <horovod/engine.h>
 
 #include <algorithm>
@@ -30,17 +31,26 @@ using horovod::ReduceOp;
 using horovod::Status;
 using horovod::TensorView;
 
-const size_t kDefaultSizes[] = {4,         64,        1 << 10,   16 << 10,
-                                256 << 10, 1 << 20,   4 << 20,   16 << 20,
+const size_t kDefaultSizes[] = {4,         64,       1 << 10, 16 << 10,
+                                256 << 10, 1 << 20,  4 << 20, 16 << 20,
                                 64 << 20,  256 << 20};
 
 size_t ParseSize(const std::string& s) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   switch (*end) {
-    case 'K': case 'k': v *= 1 << 10; break;
-    case 'M': case 'm': v *= 1 << 20; break;
-    case 'G': case 'g': v *= 1 << 30; break;
+    case 'K':
+    case 'k':
+      v *= 1 << 10;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1 << 20;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1 << 30;
+      break;
   }
   return static_cast<size_t>(v);
 }
@@ -121,8 +131,9 @@ int main(int argc, char** argv) {
   const int rank = engine->rank(), np = engine->size();
   Bench bench(engine.get());
   if (rank == 0) {
-    std::printf("# %s np=%d inplace=1 budget=%.2fs lib=\"horovod-cpp engine\"\n",
-                label.c_str(), np, budget);
+    std::printf(
+        "# %s np=%d inplace=1 budget=%.2fs lib=\"horovod-cpp engine\"\n",
+        label.c_str(), np, budget);
     std::printf("# %12s %8s %7s %12s %12s %10s %10s %s\n", "bytes", "iters",
                 "trials", "median_us", "min_us", "algbw_GB/s", "busbw_GB/s",
                 "check");
@@ -165,7 +176,8 @@ int main(int argc, char** argv) {
     std::memset(buf.data(), 0, bytes);  // keep the timed values bounded
 
     // Every rank computes the plan from the same (max-reduced) estimate.
-    int iters = std::min(100000, static_cast<int>(0.02 / std::max(one, 1e-9)) + 1);
+    int iters =
+        std::min(100000, static_cast<int>(0.02 / std::max(one, 1e-9)) + 1);
     int trials = std::clamp(
         static_cast<int>(budget / std::max(iters * one, 1e-9)), 5, 50);
     std::vector<double> per_call(trials);
@@ -178,9 +190,9 @@ int main(int argc, char** argv) {
     for (double& t : per_call) t = bench.Max(t);
     if (rank == 0) {
       std::sort(per_call.begin(), per_call.end());
-      double med = trials % 2 ? per_call[trials / 2]
-                              : 0.5 * (per_call[trials / 2 - 1] +
-                                       per_call[trials / 2]);
+      double med =
+          trials % 2 ? per_call[trials / 2]
+                     : 0.5 * (per_call[trials / 2 - 1] + per_call[trials / 2]);
       double algbw = bytes / med / 1e9;
       double busbw = algbw * 2.0 * (np - 1) / np;
       const char* ok = bad > 0 ? "FAIL" : "OK";

@@ -12,5 +12,5 @@ fi
 # torch first and by exact version: an unpinned torch pulls a CUDA build.
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q "nanobind>=2.0" "scikit-build-core>=0.9" cmake ninja \
-  scikit-learn tqdm pytest pytest-timeout psutil cloudpickle numpy
+  scikit-learn tqdm pytest pytest-timeout psutil cloudpickle numpy matplotlib
 python3 -m pip install -q .

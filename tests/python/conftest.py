@@ -33,9 +33,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def spawn_ranks(np, script, *args, env=None):
+def spawn_ranks(np, script, *args, env=None, rank_env=None):
     """Starts the ranks directly (no launcher supervising them), so a test
-    can watch each survivor when a peer dies. Returns the Popen list."""
+    can watch each survivor when a peer dies. `rank_env(r)` adds variables
+    for rank r. Returns the Popen list."""
     port = free_port()
     secret = secrets.token_hex(16)
     procs = []
@@ -47,6 +48,7 @@ def spawn_ranks(np, script, *args, env=None):
                   "HOROVOD_CONTROLLER_PORT": str(port),
                   "HOROVOD_SECRET_KEY": secret, "PYTHONUNBUFFERED": "1"})
         e.update(env or {})
+        e.update(rank_env(r) if rank_env else {})
         procs.append(subprocess.Popen(
             [sys.executable, worker(script)] + [str(a) for a in args], env=e,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

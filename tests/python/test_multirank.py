@@ -31,10 +31,39 @@ def test_worker_suite(script, name, np):
         assert "[%d]<stdout>:%s OK on rank %d" % (r, name, r) in res.stdout
 
 
-def test_killed_rank_fails_every_survivor_quickly():
-    procs = spawn_ranks(3, "killed_peer.py")
+@pytest.mark.parametrize("np", [2, 3])
+def test_collectives_over_tcp_only(np):
+    res = horovodrun(np, "collectives.py", env={"HOROVOD_SHM_DISABLE": "1"})
+    assert_ok(res)
+    assert res.stdout.count("collectives OK") == np
+
+
+def test_two_hosts_share_memory_within_each():
+    # Ranks 0,1 claim host "a" and 2,3 host "b": each pair forms its own
+    # shared-memory group, the job as a whole talks TCP, results still agree.
+    procs = spawn_ranks(4, "collectives.py", rank_env=lambda r: {
+        "HOROVOD_HOSTNAME": "ab"[r // 2], "HOROVOD_LOCAL_RANK": str(r % 2),
+        "HOROVOD_LOCAL_SIZE": "2", "HOROVOD_CROSS_RANK": str(r // 2),
+        "HOROVOD_CROSS_SIZE": "2", "HOROVOD_BIND_ADDR": "127.0.0.1"})
+    for r, (rc, out, err) in enumerate(collect(procs, timeout=240)):
+        assert rc == 0, (out, err)
+        assert "collectives OK on rank %d" % r in out
+
+
+def shm_segments_of(pids):
+    return [f for f in os.listdir("/dev/shm")
+            if any(f.startswith("hvd-%d-" % p) for p in pids)]
+
+
+@pytest.mark.parametrize("shm", ["1", "0"])
+def test_killed_rank_fails_every_survivor_quickly(shm):
+    env = {"HOROVOD_SHM_DISABLE": "0" if shm == "1" else "1"}
+    procs = spawn_ranks(3, "killed_peer.py", env=env)
     start = time.monotonic()
     results = collect(procs, timeout=60)
+    # Segments are unlinked once every rank has attached: nothing stays
+    # behind, not even the dead rank's.
+    assert shm_segments_of([p.pid for p in procs]) == []
     assert results[2][0] == -9, results[2]
     for rc, out, err in results[:2]:
         assert rc == 0, (out, err)

@@ -1,0 +1,150 @@
+"""Turns a benchmarks/run.sh results folder into report.md and PNG plots.
+
+  python benchmarks/report.py benchmarks/results/<date>
+"""
+import csv
+import os
+import sys
+from collections import defaultdict
+
+
+def human(b):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div and b % div == 0:
+            return f"{b // div} {unit}"
+    return f"{b} B"
+
+
+def load(folder):
+    res, fusion, train = {}, {}, {}
+    with open(os.path.join(folder, "results.csv")) as f:
+        for r in csv.reader(f):
+            if not r:
+                continue
+            if r[0] == "RESULT" and len(r) >= 11:
+                res[(r[1], int(r[2]), int(r[3]))] = dict(
+                    med=float(r[6]), busbw=float(r[9]), ok=r[10])
+            elif r[0] == "FUSION" and len(r) >= 5:
+                fusion[r[2]] = float(r[3])
+            elif r[0] == "TRAIN" and len(r) >= 4:
+                try:
+                    train[(r[1], int(r[2]))] = float(r[3])
+                except ValueError:
+                    pass
+    return res, fusion, train
+
+
+def tables(res):
+    out = []
+    for np_ in sorted({k[1] for k in res}):
+        labels = sorted({k[0] for k in res if k[1] == np_})
+        sizes = sorted({k[2] for k in res if k[1] == np_})
+        over = " (oversubscribed: more ranks than cores)" if np_ > os.cpu_count() else ""
+        for title, key, fmt in (("median time per allreduce, µs", "med", "{:.1f}"),
+                                ("busbw, GB/s", "busbw", "{:.2f}")):
+            out += [f"\n**np={np_}{over}: {title}**\n",
+                    "| size | " + " | ".join(labels) + " |",
+                    "|---:|" + "---:|" * len(labels)]
+            for s in sizes:
+                cells = []
+                for l in labels:
+                    r = res.get((l, np_, s))
+                    cells.append("–" if r is None else
+                                 fmt.format(r[key]) + ("" if r["ok"] == "OK" else " FAIL"))
+                out.append(f"| {human(s)} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def plots(res, folder):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    made = []
+    for np_ in sorted({k[1] for k in res}):
+        for key, ylabel, name in (("busbw", "busbw (GB/s)", "busbw"),
+                                  ("med", "median time per call (µs)", "latency")):
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            for l in sorted({k[0] for k in res if k[1] == np_}):
+                pts = sorted((k[2], v[key]) for k, v in res.items() if k[0] == l and k[1] == np_)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                        linewidth=2.5 if l.startswith("hvd") else 1.2, label=l)
+            ax.set_xscale("log", base=2)
+            if key == "med":
+                ax.set_yscale("log")
+            ax.set_xlabel("message size (bytes)")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"allreduce float32, np={np_}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+            fig.tight_layout()
+            fname = f"{name}_np{np_}.png"
+            fig.savefig(os.path.join(folder, fname), dpi=90)
+            plt.close(fig)
+            made.append(fname)
+    return made
+
+
+def targets(res, fusion, train):
+    def get(label, np_, size, key):
+        r = res.get((label, np_, size))
+        return None if r is None else r[key]
+
+    def ratio(a, b):
+        return None if a is None or b is None or b == 0 else a / b
+
+    M = 1 << 20
+    rows = []
+
+    def row(case, ours, anchor, value, target, met):
+        fmt = (lambda x: "–" if x is None else f"{x:.3g}")
+        verdict = "–" if value is None else ("met" if met(value) else "missed")
+        rows.append(f"| {case} | {ours} | {anchor} | {fmt(value)} | {target} | {verdict} |")
+
+    a = get("hvd-shm", 2, 64 * M, "busbw"); b = get("ompi-shm+tun", 2, 64 * M, "busbw")
+    row("64 MiB, np=2, busbw", a, b, ratio(a, b), ">= 1.5x OpenMPI shm+tun", lambda v: v >= 1.5)
+    a = get("hvd-shm", 4, 256 * M, "busbw"); b = get("ompi-shm+tun", 4, 256 * M, "busbw")
+    row("256 MiB, np=4, busbw", a, b, ratio(a, b), ">= 1.5x OpenMPI shm+tun", lambda v: v >= 1.5)
+    a = get("hvd-shm", 2, 4, "med"); b = get("ompi-shm+tun", 2, 4, "med")
+    row("4 B, np=2, C++ level (µs)", a, b, ratio(a, b), "<= 2x OpenMPI", lambda v: v <= 2)
+    a = get("hvd-shm", 4, 4, "med")
+    row("4 B, np=4, C++ level (µs)", a, get("ompi-shm+tun", 4, 4, "med"), a, "<= 20 µs",
+        lambda v: v <= 20)
+    a = get("hvd-py", 2, 4, "med"); b = get("torch-gloo", 2, 4, "med")
+    row("4 B from Python, np=2 (µs)", a, b, a, "<= 25 µs", lambda v: v <= 25)
+    a = get("hvd-tcp", 2, 64 * M, "busbw"); b = get("gloo-ring_chunked", 2, 64 * M, "busbw")
+    row("64 MiB TCP only, np=2, vs Gloo", a, b, ratio(a, b), ">= 1.2x", lambda v: v >= 1.2)
+    b = get("ompi-tcp+tun", 2, 64 * M, "busbw")
+    row("64 MiB TCP only, np=2, vs OpenMPI TCP", a, b, ratio(a, b), ">= 0.9x", lambda v: v >= 0.9)
+    many = next((v for k, v in fusion.items() if k.startswith("1000x")), None)
+    one = next((v for k, v in fusion.items() if k.startswith("1x")), None)
+    row("1000 x 4 KiB vs 1 x 4 MiB (step µs)", many, one, ratio(many, one), "<= 1.5x",
+        lambda v: v <= 1.5)
+    h1, h2, d2 = train.get(("hvd", 1)), train.get(("hvd", 2)), train.get(("ddp", 2))
+    row("training np=2 vs np=1 (img/s)", h2, h1, ratio(h2, h1), ">= 1.9x", lambda v: v >= 1.9)
+    row("training np=2, ours vs DDP (img/s)", h2, d2, ratio(h2, d2), ">= 1.0x", lambda v: v >= 1.0)
+    head = ["| case | ours | anchor | ratio (or value) | target | verdict |",
+            "|---|---:|---:|---:|---|---|"]
+    return "\n".join(head + rows)
+
+
+def main():
+    folder = sys.argv[1]
+    res, fusion, train = load(folder)
+    pngs = plots(res, folder)
+    parts = [f"# Benchmark run {os.path.basename(os.path.abspath(folder))}\n",
+             "Produced by `bash benchmarks/run.sh`; raw logs and results.csv beside this file.\n",
+             "## Targets (issue 3)\n", targets(res, fusion, train),
+             "\n## Fusion\n", "\n".join(f"- {k}: median step {v:.0f} µs" for k, v in fusion.items()),
+             "\n## Training (resnet18, 64 px, batch 16 per rank, 1 intra-op thread)\n",
+             "\n".join(f"- {k[0]} np={k[1]}: {v:.1f} img/s total" for k, v in sorted(train.items())),
+             "\n## Allreduce tables\n", tables(res), "\n## Plots\n"]
+    parts += [f"![{p}]({p})" for p in pngs]
+    with open(os.path.join(folder, "report.md"), "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# One command for the whole performance picture, in one run on one machine:
+# the anchors from ../shared/bench (OpenMPI, Gloo, torch.distributed; copied
+# to a scratch folder and built there), our engine at the C++ level over
+# shared memory and over TCP, our Python level, tensor fusion, and training
+# (our DistributedOptimizer at np=1/2 vs torch DDP at np=2). Writes
+# benchmarks/results/<date>/ with results.csv, the raw logs, report.md and
+# PNG plots.
+#
+#   bash benchmarks/run.sh                       # everything (~20 min on 2 cores)
+#   NPS="2" BUDGET=0.5 bash benchmarks/run.sh engine python
+#   ANCHORS=/path/to/shared/bench bash benchmarks/run.sh
+# Sections: anchors engine python fusion training (default: all).
+# Needs `bash scripts/setup.sh` first (engine installed, OpenMPI present).
+set -u
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+ANCHORS=${ANCHORS:-$REPO/../shared/bench}
+NPS=${NPS:-"2 4"}
+BUDGET=${BUDGET:-1.0}
+OUT=${OUT:-$REPO/benchmarks/results/$(date -u +%Y-%m-%d)}
+SECTIONS=${*:-"anchors engine python fusion training"}
+TUN="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$OUT"
+: > "$OUT/results.csv"
+cd "$REPO"
+
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/log.txt"; }
+# run NAME CMD...: output to NAME.txt; RESULT/FUSION/TRAIN lines (launcher
+# prefixes stripped) collected in results.csv.
+run() {
+  local name=$1; shift
+  log "run $name: $*"
+  timeout 900 "$@" > "$OUT/$name.txt" 2>&1 || log "  rc=$? ($name)"
+  grep -ohE '(RESULT|FUSION|TRAIN),.*' "$OUT/$name.txt" >> "$OUT/results.csv"
+}
+
+anchors() {
+  if [ ! -d "$ANCHORS" ]; then log "no anchors at $ANCHORS; skipped"; return; fi
+  if ! dpkg -s libgloo-dev >/dev/null 2>&1; then
+    apt-get install -y -q libgloo-dev >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null && apt-get install -y -q libgloo-dev >/dev/null; }
+  fi
+  local scratch; scratch=$(mktemp -d)
+  cp -r "$ANCHORS"/. "$scratch"/ && chmod -R u+w "$scratch"
+  OUT="$OUT/anchors" bash "$scratch/run_all.sh" build > "$OUT/anchors-build.txt" 2>&1
+  local B=$scratch/build
+  local OMPI="mpirun.openmpi --oversubscribe --bind-to none --mca pml ob1"
+  for np in $NPS; do
+    run ompi-shm-np$np $OMPI -np $np --mca btl vader,self $B/mpi_allreduce_ompi -b $BUDGET -l ompi-shm
+    run ompi-shm+tun-np$np $OMPI -np $np --mca btl vader,self -x GLIBC_TUNABLES=$TUN $B/mpi_allreduce_ompi -b $BUDGET -l ompi-shm+tun
+    run ompi-tcp+tun-np$np $OMPI -np $np --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -x GLIBC_TUNABLES=$TUN $B/mpi_allreduce_ompi -b $BUDGET -l ompi-tcp+tun
+    [ -x $B/gloo_allreduce ] && run gloo-ring_chunked-np$np $B/gloo_allreduce -n $np -a ring_chunked -b $BUDGET
+    run torch-gloo-np$np python "$scratch/torch_gloo.py" -n $np -b $BUDGET
+  done
+  rm -rf "$scratch"
+}
+
+engine() {
+  cmake -S "$REPO" -B "$REPO/build-bench" -DCMAKE_BUILD_TYPE=Release \
+    -DHOROVOD_BUILD_BENCHMARKS=ON > "$OUT/engine-build.txt" 2>&1 &&
+    cmake --build "$REPO/build-bench" --target allreduce_bench -j 2 >> "$OUT/engine-build.txt" 2>&1 ||
+    { log "engine build failed"; return; }
+  for np in $NPS; do
+    run hvd-shm-np$np horovodrun -np $np build-bench/allreduce_bench -b $BUDGET -l hvd-shm
+    run hvd-tcp-np$np env HOROVOD_SHM_DISABLE=1 horovodrun -np $np build-bench/allreduce_bench -b $BUDGET -l hvd-tcp
+  done
+}
+
+python_level() {
+  for np in $NPS; do
+    run hvd-py-np$np horovodrun -np $np python benchmarks/py_allreduce.py -b $BUDGET -l hvd-py
+  done
+}
+
+fusion() {
+  run fusion-np2 horovodrun -np 2 python benchmarks/fusion_bench.py --steps 30
+}
+
+training() {
+  local A="--model resnet18 --batch-size 16 --image-size 64 --num-warmup-batches 3 --num-batches-per-iter 5 --num-iters 5 --num-threads 1"
+  local total
+  for np in 1 2; do
+    run train-hvd-np$np horovodrun -np $np python examples/pytorch_synthetic_benchmark.py $A --no-cuda
+    total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-hvd-np$np.txt" | awk '{print $NF}')
+    echo "TRAIN,hvd,$np,${total:-nan}" >> "$OUT/results.csv"
+  done
+  run train-ddp-np2 torchrun --standalone --nproc_per_node 2 benchmarks/ddp_synthetic.py $A
+  total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-ddp-np2.txt" | awk '{print $NF}')
+  echo "TRAIN,ddp,2,${total:-nan}" >> "$OUT/results.csv"
+}
+
+{ echo "date: $(date -u)"; uname -a; nproc; cat /proc/loadavg; git -C "$REPO" rev-parse HEAD;
+  python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/env.txt" 2>&1
+for s in $SECTIONS; do
+  case $s in
+    anchors|engine|fusion|training) $s ;;
+    python) python_level ;;
+    *) echo "unknown section $s"; exit 2 ;;
+  esac
+done
+python "$REPO/benchmarks/report.py" "$OUT" && log "report: $OUT/report.md"
