@@ -13,12 +13,7 @@ import time
 import torch
 
 import horovod.torch as hvd
-
-
-def max_all(value):
-    t = torch.tensor([value], dtype=torch.float64)
-    hvd.allreduce_(t, op=hvd.Max, name="fusion.max")
-    return t.item()
+from bench_util import max_all
 
 
 def main():

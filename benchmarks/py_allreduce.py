@@ -17,6 +17,7 @@ import time
 import torch
 
 import horovod.torch as hvd
+from bench_util import max_all
 
 DEFAULT_SIZES = [4, 64, 1024, 16 << 10, 256 << 10, 1 << 20, 4 << 20,
                  16 << 20, 64 << 20, 256 << 20]
@@ -27,12 +28,6 @@ def parse_size(s):
     if s[-1].upper() in mult:
         return int(float(s[:-1]) * mult[s[-1].upper()])
     return int(s)
-
-
-def max_all(value):
-    t = torch.tensor([value], dtype=torch.float64)
-    hvd.allreduce_(t, op=hvd.Max, name="bench.max")
-    return t.item()
 
 
 def main():

@@ -9,15 +9,15 @@
 namespace horovod {
 namespace {
 
+int Mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace
+
 std::vector<int64_t> Offsets(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> off(sizes.size() + 1, 0);
   for (size_t i = 0; i < sizes.size(); ++i) off[i + 1] = off[i] + sizes[i];
   return off;
 }
-
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
-}  // namespace
 
 Communicator::Communicator(Transport* transport, std::vector<int> members,
                            Scratch* scratch, AlgorithmConfig config,

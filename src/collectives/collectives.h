@@ -13,6 +13,10 @@
 
 namespace horovod {
 
+// Exclusive prefix sums: element i is where block i starts; the last element
+// is the total.
+std::vector<int64_t> Offsets(const std::vector<int64_t>& sizes);
+
 // The entry points pick the algorithm: shared memory when the communicator
 // has a ShmGroup, else the TCP algorithms below them.
 

@@ -3,16 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/collectives.h"
 #include "collectives/reduce.h"
 
 namespace horovod {
 namespace {
-
-std::vector<int64_t> Offsets(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> off(sizes.size() + 1, 0);
-  for (size_t i = 0; i < sizes.size(); ++i) off[i + 1] = off[i] + sizes[i];
-  return off;
-}
 
 // Length of round `j` of a `total`-long run cut into pieces of `w`.
 int64_t Piece(int64_t total, int64_t j, int64_t w) {

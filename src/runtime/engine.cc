@@ -84,7 +84,6 @@ class EngineImpl {
 
   const JobInfo& job() const { return job_; }
   ProcessSetTable& sets() { return sets_; }
-  bool uses_shared_memory() const { return shm_ != nullptr; }
 
   Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
                  const CollectiveArgs& args, std::vector<Handle>* handles) {

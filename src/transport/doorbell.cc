@@ -4,7 +4,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <climits>
 #include <ctime>
 
@@ -37,17 +36,7 @@ void Doorbell::Ring() {
 }
 
 bool Doorbell::Wait(uint32_t seen, double spin_us, int timeout_ms) {
-  if (Read() != seen) return true;
-  if (spin_us > 0) {
-    using SteadyClock = std::chrono::steady_clock;
-    auto until = SteadyClock::now() +
-                 std::chrono::nanoseconds(static_cast<int64_t>(spin_us * 1000));
-    for (int i = 0;; ++i) {
-      if (Read() != seen) return true;
-      CpuRelax();
-      if ((i & 63) == 63 && SteadyClock::now() >= until) break;
-    }
-  }
+  if (SpinUntil([&] { return Read() != seen; }, spin_us)) return true;
   // Dekker-style: we announce ourselves before the final check, a ringer
   // bumps seq before looking for sleepers, so one of us sees the other.
   sleepers.fetch_add(1, std::memory_order_seq_cst);

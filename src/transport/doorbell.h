@@ -6,6 +6,7 @@
 #define HOROVOD_TRANSPORT_DOORBELL_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace horovod {
@@ -15,6 +16,21 @@ namespace horovod {
 long FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms);
 void FutexWakeAll(std::atomic<uint32_t>* word);
 void CpuRelax();
+
+// Busy-polls `done` for up to `spin_us` microseconds; true once it holds.
+template <typename Pred>
+bool SpinUntil(Pred done, double spin_us) {
+  if (done()) return true;
+  if (spin_us <= 0) return false;
+  using SteadyClock = std::chrono::steady_clock;
+  auto until = SteadyClock::now() +
+               std::chrono::nanoseconds(static_cast<int64_t>(spin_us * 1000));
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    CpuRelax();
+    if ((i & 63) == 63 && SteadyClock::now() >= until) return done();
+  }
+}
 
 struct Doorbell {
   std::atomic<uint32_t> seq{0};

@@ -2,7 +2,6 @@
 
 #include <poll.h>
 
-#include <chrono>
 #include <cstring>
 
 #include "common/deadline.h"
@@ -178,20 +177,12 @@ Status ShmGroup::Barrier() {
 
 Status ShmGroup::WaitFor(int m, uint32_t target) {
   Control* c = control(m);
-  if (Reached(c->arrived.load(std::memory_order_acquire), target))
+  if (SpinUntil(
+          [&] {
+            return Reached(c->arrived.load(std::memory_order_acquire), target);
+          },
+          config_.spin_us))
     return Status::OK();
-  using SteadyClock = std::chrono::steady_clock;
-  if (config_.spin_us > 0) {
-    auto until =
-        SteadyClock::now() +
-        std::chrono::nanoseconds(static_cast<int64_t>(config_.spin_us * 1000));
-    for (int i = 0;; ++i) {
-      if (Reached(c->arrived.load(std::memory_order_acquire), target))
-        return Status::OK();
-      CpuRelax();
-      if ((i & 63) == 63 && SteadyClock::now() >= until) break;
-    }
-  }
   Deadline deadline = Deadline::After(config_.timeout_s);
   while (true) {
     c->waiters.fetch_add(1, std::memory_order_seq_cst);

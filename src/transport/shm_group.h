@@ -79,8 +79,6 @@ class ShmGroup {
   };
   Doorbell* doorbell(int m) const;
   Ring ring(int from, int to) const;
-  // The socket used to notice that member m died, or -1.
-  int liveness_fd(int m) const { return liveness_fds_[m]; }
 
  private:
   struct Control;
