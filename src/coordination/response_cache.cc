@@ -7,11 +7,30 @@ std::string KeyOf(int32_t process_set, const std::string& name) {
   return std::to_string(process_set) + ":" + name;
 }
 
-// Everything but the name that a cached response is reused for.
-bool SameParams(const Response& a, const Response& b) {
+// Everything but the name that a cached response is reused for: `a` (one
+// tensor) against tensor `i` of `b`.
+bool SameParams(const Response& a, const Response& b, size_t i) {
   return a.op == b.op && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
          a.root == b.root && a.device == b.device && a.prescale == b.prescale &&
-         a.postscale == b.postscale && a.shapes == b.shapes;
+         a.postscale == b.postscale && a.shapes.size() == 1 &&
+         a.shapes[0] == b.shapes[i];
+}
+
+// Tensor `i` of `r` as a response of its own.
+void AssignSingle(const Response& r, size_t i, Response* out) {
+  out->op = r.op;
+  out->error = false;
+  out->error_message.clear();
+  out->names.assign(1, r.names[i]);
+  out->dtype = r.dtype;
+  out->reduce_op = r.reduce_op;
+  out->root = r.root;
+  out->device = r.device;
+  out->process_set = r.process_set;
+  out->prescale = r.prescale;
+  out->postscale = r.postscale;
+  out->shapes.assign(1, r.shapes[i]);
+  out->sizes.clear();
 }
 
 }  // namespace
@@ -26,23 +45,25 @@ int ResponseCache::Find(const Request& r) const {
   if (capacity_ == 0 || r.group_size > 0) return -1;
   auto it = index_.find(KeyOf(r.process_set, r.name));
   if (it == index_.end()) return -1;
-  return SameParams(entries_[it->second].response, ResponseFor(r))
-             ? static_cast<int>(it->second)
-             : -1;
+  const Response& c = entries_[it->second].response;
+  const bool same = c.op == r.op && c.dtype == r.dtype &&
+                    c.reduce_op == r.reduce_op && c.root == r.root &&
+                    c.device == r.device && c.prescale == r.prescale &&
+                    c.postscale == r.postscale && c.shapes[0] == r.shape;
+  return same ? static_cast<int>(it->second) : -1;
 }
 
-void ResponseCache::Put(const Response& single, uint64_t epoch) {
+void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
   if (capacity_ == 0) return;
-  std::string key = KeyOf(single.process_set, single.names[0]);
+  std::string key = KeyOf(r.process_set, r.names[i]);
   ++clock_;
   auto it = index_.find(key);
   uint32_t slot;
   if (it != index_.end()) {
     slot = it->second;
     Entry& e = entries_[slot];
-    bool same = SameParams(e.response, single);
-    if (!same) {
-      e.response = single;
+    if (!SameParams(e.response, r, i)) {
+      AssignSingle(r, i, &e.response);
       e.changed_at = epoch;
     }
     e.last_use = clock_;
@@ -60,7 +81,7 @@ void ResponseCache::Put(const Response& single, uint64_t epoch) {
   }
   Entry& e = entries_[slot];
   e.used = true;
-  e.response = single;
+  AssignSingle(r, i, &e.response);
   e.changed_at = epoch;
   e.last_use = clock_;
   index_[key] = slot;

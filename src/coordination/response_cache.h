@@ -33,8 +33,9 @@ class ResponseCache {
   // A single-tensor response describing the cached entry.
   const Response& Get(uint32_t slot) const { return entries_[slot].response; }
   uint64_t ChangedAt(uint32_t slot) const { return entries_[slot].changed_at; }
-  // Single-tensor OK response; inserts, refreshes or replaces (LRU when full).
-  void Put(const Response& single, uint64_t epoch);
+  // Tensor `i` of an executed OK response (fused or not); inserts,
+  // refreshes or replaces (LRU when full).
+  void Put(const Response& r, size_t i, uint64_t epoch);
   // Reconstructs the request a hit on `slot` stands for.
   Request ToRequest(uint32_t slot, int rank) const;
   static bool Cacheable(const Response& r);

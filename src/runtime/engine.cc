@@ -298,6 +298,10 @@ class EngineImpl {
   void AwaitEvent(int timeout_ms) {
     for (auto& link : control_) link->Flush();
     if (bell_ != nullptr) {
+      // A ring announces bytes, not frames: frames still waiting in a ring
+      // after the last pass will not ring again.
+      for (auto& link : control_)
+        if (link->valid() && link->HasData()) timeout_ms = 0;
       if (!bell_->Wait(bell_seen_, spin_us_, timeout_ms))
         for (auto& link : control_)
           if (link->valid()) link->Probe();
@@ -476,14 +480,8 @@ class EngineImpl {
     for (const Response& r : list.responses) {
       HVD_RETURN_IF_ERROR(executor_->Execute(r));
       // Every rank applies the same Puts in the same order: caches agree.
-      if (ResponseCache::Cacheable(r)) {
-        for (size_t i = 0; i < r.names.size(); ++i) {
-          Response single = r;
-          single.names = {r.names[i]};
-          single.shapes = {r.shapes[i]};
-          cache_.Put(single, epoch_);
-        }
-      }
+      if (ResponseCache::Cacheable(r))
+        for (size_t i = 0; i < r.names.size(); ++i) cache_.Put(r, i, epoch_);
     }
     // Hits the coordinator could not trust go again in full.
     std::vector<Request> resend;

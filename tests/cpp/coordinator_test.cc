@@ -158,7 +158,7 @@ TEST_F(CoordinatorTest, CacheHitsAndStaleHits) {
   single.names = {"w"};
   single.shapes = {{8}};
   single.dtype = DataType::kFloat32;
-  cache.Put(single, /*epoch=*/1);
+  cache.Put(single, 0, /*epoch=*/1);
   int slot = cache.Find(Ar(0, "w", {8}));
   ASSERT_GE(slot, 0);
   EXPECT_LT(cache.Find(Ar(0, "w", {9})), 0);  // other params: a miss
@@ -172,7 +172,7 @@ TEST_F(CoordinatorTest, CacheHitsAndStaleHits) {
   EXPECT_EQ(out.responses[0].names[0], "w");
   // The slot changes in list 2; a hit sent from epoch 1 is stale.
   single.shapes = {{16}};
-  cache.Put(single, 2);
+  cache.Put(single, 0, 2);
   c.AddRequestList(1, hit, At(0));
   out = c.TakeResponses(At(0));
   ASSERT_EQ(out.stale_hits.size(), 1u);
@@ -186,12 +186,12 @@ TEST(ResponseCache, EvictsLeastRecentlyUsed) {
   r.shapes = {{1}};
   for (const char* n : {"a", "b"}) {
     r.names = {n};
-    cache.Put(r, 1);
+    cache.Put(r, 0, 1);
   }
   r.names = {"a"};
-  cache.Put(r, 2);  // touch a
+  cache.Put(r, 0, 2);  // touch a
   r.names = {"c"};
-  cache.Put(r, 3);  // evicts b
+  cache.Put(r, 0, 3);  // evicts b
   EXPECT_GE(cache.Find(Ar(0, "a", {1})), 0);
   EXPECT_LT(cache.Find(Ar(0, "b", {1})), 0);
   EXPECT_GE(cache.Find(Ar(0, "c", {1})), 0);

@@ -67,12 +67,7 @@ TEST(Wire, ResponseListRoundTripAndCacheCompression) {
   EXPECT_EQ(out.responses[0].shapes, resp.shapes);
   EXPECT_EQ(out.stale_hits, in.stale_hits);
   // Once both tensors are cached the response travels as two slot numbers.
-  for (size_t i = 0; i < 2; ++i) {
-    Response single = resp;
-    single.names = {resp.names[i]};
-    single.shapes = {resp.shapes[i]};
-    cache.Put(single, 1);
-  }
+  for (size_t i = 0; i < 2; ++i) cache.Put(resp, i, 1);
   std::string compressed = EncodeResponseList(in, &cache);
   EXPECT_LT(compressed.size(), plain.size());
   ResponseList out2;
