@@ -11,6 +11,11 @@
 //
 //   horovodrun -np 2 build/benchmarks/allreduce_bench -l hvd-shm [-s 4,1M]
 //   [-b 1.5]
+// With -f COUNTxBYTES (e.g. 1000x4K) it measures tensor fusion instead:
+// COUNT tensors submitted one call each per step, then waited for, against
+// one tensor of the same total size; it prints
+//   FUSION,<np>,cpp:<case>,<median_step_us>,<min_step_us>
+// with the step time the max over ranks (as benchmarks/fusion_bench.py).
 #include <horovod/engine.h>
 
 #include <algorithm>
@@ -91,15 +96,67 @@ class Bench {
 
   void Barrier() { Check(e_->Barrier(0), "barrier"); }
 
+  // One step: every tensor submitted, then every handle waited for.
+  void Step(std::vector<std::vector<float>>& tensors,
+            const std::vector<std::string>& names) {
+    handles_.resize(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      TensorView t{tensors[i].data(),
+                   DataType::kFloat32,
+                   {static_cast<int64_t>(tensors[i].size())}};
+      CollectiveArgs args;
+      args.name = names[i];
+      Check(e_->Allreduce(t, args, &handles_[i]), "allreduce");
+    }
+    for (Handle& h : handles_) Check(h.Wait(), "allreduce");
+  }
+
  private:
   Engine* e_;
+  std::vector<Handle> handles_;
 };
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void FusionCase(Bench& bench, int rank, int np, int count, size_t bytes,
+                int steps) {
+  auto run = [&](const std::string& label, int n, size_t each) {
+    std::vector<std::vector<float>> tensors(
+        n, std::vector<float>(std::max<size_t>(1, each / sizeof(float)), 0.f));
+    std::vector<std::string> names(n);
+    for (int i = 0; i < n; ++i)
+      names[i] = "fusion." + label + "." + std::to_string(i);
+    for (int w = 0; w < 3; ++w) bench.Step(tensors, names);
+    std::vector<double> times;
+    for (int s = 0; s < steps; ++s) {
+      bench.Barrier();
+      double t0 = Now();
+      bench.Step(tensors, names);
+      times.push_back(bench.Max(Now() - t0));
+    }
+    if (rank == 0) {
+      std::printf("FUSION,%d,cpp:%s,%.1f,%.1f\n", np, label.c_str(),
+                  Median(times) * 1e6,
+                  *std::min_element(times.begin(), times.end()) * 1e6);
+      std::fflush(stdout);
+    }
+  };
+  const size_t kib = bytes >> 10;
+  run("1x" + std::to_string(count * kib) + "KiB", 1, count * bytes);
+  run(std::to_string(count) + "x" + std::to_string(kib) + "KiB", count, bytes);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string label = "hvd";
   double budget = 1.5;
+  int fusion_count = 0;
+  size_t fusion_bytes = 0;
   std::vector<size_t> sizes(std::begin(kDefaultSizes), std::end(kDefaultSizes));
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
@@ -107,6 +164,15 @@ int main(int argc, char** argv) {
       label = argv[++a];
     } else if (arg == "-b" && a + 1 < argc) {
       budget = std::atof(argv[++a]);
+    } else if (arg == "-f" && a + 1 < argc) {
+      std::string spec = argv[++a];
+      size_t x = spec.find('x');
+      if (x == std::string::npos) {
+        std::fprintf(stderr, "-f wants COUNTxBYTES, got %s\n", spec.c_str());
+        return 2;
+      }
+      fusion_count = std::atoi(spec.substr(0, x).c_str());
+      fusion_bytes = ParseSize(spec.substr(x + 1));
     } else if (arg == "-s" && a + 1 < argc) {
       sizes.clear();
       std::string list = argv[++a];
@@ -118,8 +184,10 @@ int main(int argc, char** argv) {
         pos = comma + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [-l LABEL] [-s SIZES] [-b SECONDS]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [-l LABEL] [-s SIZES] [-b SECONDS] [-f COUNTxBYTES]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -130,6 +198,10 @@ int main(int argc, char** argv) {
   Check(Engine::Start(job, &engine), "init");
   const int rank = engine->rank(), np = engine->size();
   Bench bench(engine.get());
+  if (fusion_count > 0) {
+    FusionCase(bench, rank, np, fusion_count, fusion_bytes, 30);
+    return 0;
+  }
   if (rank == 0) {
     std::printf(
         "# %s np=%d inplace=1 budget=%.2fs lib=\"horovod-cpp engine\"\n",
