@@ -150,6 +150,12 @@ class Engine {
   Status ProcessSetRanks(int id, std::vector<int>* ranks) const;
   std::vector<int> ProcessSetIds() const;
 
+  // Timeline (a Chrome trace of every tensor's negotiation and execution):
+  // recorded by rank 0 only, so on other ranks these do nothing. Starting
+  // again finishes the previous file. HOROVOD_TIMELINE starts one at init.
+  Status StartTimeline(const std::string& path, bool mark_cycles = false);
+  void StopTimeline();
+
   // Collective: waits (bounded) for every rank, then stops the loop. Pending
   // operations fail. Called by the destructor when not called explicitly.
   Status Shutdown();

@@ -40,6 +40,11 @@ struct Knobs {
   // HOROVOD_SPIN_TIME_US: how long a waiting rank busy-polls before it
   // sleeps. Negative: automatic (spin only when every local rank has a core).
   double spin_time_us = -1;
+  // HOROVOD_TIMELINE: Chrome-trace file rank 0 records into from the start;
+  // "DYNAMIC": none until hvd.start_timeline(). Empty: off.
+  std::string timeline;
+  // HOROVOD_TIMELINE_MARK_CYCLES: 1 adds a CYCLE_START mark per loop cycle.
+  bool timeline_mark_cycles = false;
 
   static Knobs FromEnvironment();
 };

@@ -14,14 +14,6 @@ std::string RankList(const std::vector<int>& ranks) {
   return os.str();
 }
 
-const char* OpName(uint8_t op) {
-  if (op == static_cast<uint8_t>(ControlOp::kAddProcessSet))
-    return "add_process_set";
-  if (op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet))
-    return "remove_process_set";
-  return OpTypeName(static_cast<OpType>(op));
-}
-
 std::string Fmt(double v) {
   std::ostringstream os;
   os << v;

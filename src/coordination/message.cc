@@ -2,6 +2,14 @@
 
 namespace horovod {
 
+const char* OpName(uint8_t op) {
+  if (op == static_cast<uint8_t>(ControlOp::kAddProcessSet))
+    return "add_process_set";
+  if (op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet))
+    return "remove_process_set";
+  return OpTypeName(static_cast<OpType>(op));
+}
+
 Response ResponseFor(const Request& r) {
   Response c;
   c.op = r.op;

@@ -83,6 +83,8 @@ struct ResponseList {
   std::string abort_reason;  // non-empty: the job is failing; stop with this
 };
 
+// Lower-case name of a request's op: an OpType or a ControlOp.
+const char* OpName(uint8_t op);
 // The response that executes `r` alone (member sizes not filled in).
 Response ResponseFor(const Request& r);
 // The request a rank sends for tensor `i` of `resp`.

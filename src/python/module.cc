@@ -270,6 +270,16 @@ NB_MODULE(_core, m) {
              if (!st.ok()) Raise(st);
              return ranks;
            })
+      .def("start_timeline",
+           [](PyEngine& e, const std::string& path, bool mark_cycles) {
+             Status st = e.get().StartTimeline(path, mark_cycles);
+             if (!st.ok()) Raise(st);
+           })
+      .def("stop_timeline",
+           [](PyEngine& e) {
+             nb::gil_scoped_release release;
+             e.get().StopTimeline();
+           })
       .def("process_set_ids",
            [](PyEngine& e) { return e.get().ProcessSetIds(); })
       .def("shutdown", [](PyEngine& e) {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <thread>
 #include <unordered_map>
 
@@ -25,6 +26,7 @@
 #include "runtime/executor.h"
 #include "runtime/process_set_table.h"
 #include "runtime/tensor_queue.h"
+#include "timeline/timeline.h"
 #include "transport/control_link.h"
 #include "transport/loopback_transport.h"
 #include "transport/shm_group.h"
@@ -35,6 +37,13 @@ namespace {
 
 constexpr size_t kMaxControlFrame = 64u << 20;
 constexpr double kShutdownWaitS = 30;
+
+// Upper-case op name, as timeline spans show it.
+std::string TimelineName(uint8_t op) {
+  std::string s = OpName(op);
+  for (char& c : s) c = static_cast<char>(std::toupper(c));
+  return s;
+}
 
 std::string ShutdownMessage() {
   return "Horovod has been shut down. This was caused by an exception on one "
@@ -76,13 +85,25 @@ class EngineImpl {
       cc.stall_shutdown_s = knobs_.stall_shutdown_s;
       coordinator_ = std::make_unique<Coordinator>(cc, &cache_);
     }
+    if (!knobs_.timeline.empty() && knobs_.timeline != "DYNAMIC") {
+      // The job runs without it rather than fail every rank's init.
+      Status st = StartTimeline(knobs_.timeline, knobs_.timeline_mark_cycles);
+      if (!st.ok()) HVD_LOG(kError, st.message() << " (HOROVOD_TIMELINE)");
+    }
     executor_ = std::make_unique<Executor>(transport_.get(), shm_.get(),
-                                           &queue_, &sets_, knobs_);
+                                           &queue_, &sets_, knobs_, &timeline_);
     thread_ = std::thread([this] { Loop(); });
     return Status::OK();
   }
 
   const JobInfo& job() const { return job_; }
+
+  // Only rank 0 records: it sees every rank's negotiation.
+  Status StartTimeline(const std::string& path, bool mark_cycles) {
+    if (job_.rank != 0) return Status::OK();
+    return timeline_.Start(path, mark_cycles);
+  }
+  void StopTimeline() { timeline_.Stop(); }
   ProcessSetTable& sets() { return sets_; }
 
   Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
@@ -162,6 +183,7 @@ class EngineImpl {
             " could not reach rank 0 to shut down");
     }
     thread_.join();
+    timeline_.Stop();
     queue_.FailAll(Status::Aborted(ShutdownMessage()));
     return Status::OK();
   }
@@ -375,6 +397,17 @@ class EngineImpl {
                                            "); it probably died"));
   }
 
+  // Rank 0: a tick on each tensor's negotiation for the rank that sent it.
+  void TickNegotiation(int rank, const RequestList& list) {
+    if (!timeline_.active()) return;
+    for (const Request& r : list.requests)
+      timeline_.NegotiateTick(r.name, TimelineName(r.op), rank);
+    for (uint32_t slot : list.cache_hits)
+      if (cache_.Has(slot))
+        timeline_.NegotiateTick(cache_.Get(slot).names[0],
+                                TimelineName(cache_.Get(slot).op), rank);
+  }
+
   RequestList CollectRequests() {
     RequestList list;
     list.epoch = epoch_;
@@ -412,9 +445,13 @@ class EngineImpl {
                 1));
       if (coordinator_->ShouldEmit(now)) timeout = 0;
       AwaitEvent(timeout);
+      timeline_.MarkCycleStart();
       now = Clock::now();
       RequestList mine = CollectRequests();
-      if (!Empty(mine)) coordinator_->AddRequestList(0, mine, now);
+      if (!Empty(mine)) {
+        TickNegotiation(0, mine);
+        coordinator_->AddRequestList(0, mine, now);
+      }
       for (int r = 1; r < n; ++r) {
         if (!control_[r]->HasData()) continue;
         std::string frame;
@@ -430,12 +467,17 @@ class EngineImpl {
         if (!list.abort_reason.empty())
           return Status::Aborted("rank " + std::to_string(r) +
                                  " failed: " + list.abort_reason);
+        TickNegotiation(r, list);
         coordinator_->AddRequestList(r, list, now);
       }
       for (const std::string& w : coordinator_->TakeStallWarnings(now))
         HVD_LOG(kWarning, w);
       if (!coordinator_->ShouldEmit(now)) continue;
       ResponseList out = coordinator_->TakeResponses(now);
+      if (timeline_.active())
+        for (const Response& r : out.responses)
+          for (const std::string& name : r.names)
+            timeline_.OpStart(name, TimelineName(r.op));
       std::string frame = EncodeResponseList(out, &cache_);
       // Every worker must have the whole list before we wait for it inside
       // a collective.
@@ -478,7 +520,10 @@ class EngineImpl {
   Status ExecuteList(const ResponseList& list) {
     ++epoch_;
     for (const Response& r : list.responses) {
-      HVD_RETURN_IF_ERROR(executor_->Execute(r));
+      Status st = executor_->Execute(r);
+      if (timeline_.active())
+        for (const std::string& name : r.names) timeline_.OpEnd(name);
+      HVD_RETURN_IF_ERROR(st);
       // Every rank applies the same Puts in the same order: caches agree.
       if (ResponseCache::Cacheable(r))
         for (size_t i = 0; i < r.names.size(); ++i) cache_.Put(r, i, epoch_);
@@ -546,6 +591,7 @@ class EngineImpl {
   uint32_t bell_seen_ = 0;
   std::vector<pollfd> pollfds_;
   std::unique_ptr<Coordinator> coordinator_;
+  Timeline timeline_;
   std::unique_ptr<Executor> executor_;
   std::thread thread_;
   std::atomic<bool> shutdown_requested_{false};
@@ -675,6 +721,12 @@ Status Engine::ProcessSetRanks(int id, std::vector<int>* ranks) const {
 }
 
 std::vector<int> Engine::ProcessSetIds() const { return impl_->sets().Ids(); }
+
+Status Engine::StartTimeline(const std::string& path, bool mark_cycles) {
+  return impl_->StartTimeline(path, mark_cycles);
+}
+
+void Engine::StopTimeline() { impl_->StopTimeline(); }
 
 Status Engine::Shutdown() { return impl_->Shutdown(); }
 

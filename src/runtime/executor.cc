@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "collectives/collectives.h"
@@ -24,10 +25,30 @@ bool Is(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
 }  // namespace
 
 Executor::Executor(Transport* transport, ShmGroup* shm, TensorQueue* queue,
-                   ProcessSetTable* sets, const Knobs& knobs)
-    : transport_(transport), shm_(shm), queue_(queue), sets_(sets) {
+                   ProcessSetTable* sets, const Knobs& knobs,
+                   Timeline* timeline)
+    : transport_(transport),
+      shm_(shm),
+      queue_(queue),
+      sets_(sets),
+      timeline_(timeline) {
   algo_.small_allreduce_bytes = knobs.small_allreduce_bytes;
   algo_.ring_chunk_bytes = knobs.ring_chunk_bytes;
+}
+
+void Executor::Mark(const Response& r, const char* activity) {
+  if (timeline_ == nullptr || !timeline_->active()) return;
+  for (const std::string& name : r.names) timeline_->Activity(name, activity);
+}
+
+void Executor::MarkTransfer(const Response& r, const Communicator& comm) {
+  if (timeline_ == nullptr || !timeline_->active()) return;
+  std::string phase = comm.shm() != nullptr ? "SHM_"
+                      : comm.size() == 1    ? "LOCAL_"
+                                            : "TCP_";
+  for (const char* c = OpTypeName(static_cast<OpType>(r.op)); *c; ++c)
+    phase.push_back(static_cast<char>(std::toupper(*c)));
+  for (const std::string& name : r.names) timeline_->Activity(name, phase);
 }
 
 void Executor::Finish(TensorEntry& e, const Status& s) {
@@ -130,6 +151,7 @@ Status Executor::Allreduce(const Response& r, Communicator& comm) {
   if (in_place) {
     buf = static_cast<char*>(entries[0].tensor.data);
   } else {
+    Mark(r, "MEMCPY_IN_FUSION_BUFFER");
     buf = fusion_buffer_.Get(static_cast<size_t>(total) * esize);
     size_t off = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -141,10 +163,12 @@ Status Executor::Allreduce(const Response& r, Communicator& comm) {
       off += bytes;
     }
   }
+  MarkTransfer(r, comm);
   ScaleBuffer(buf, total, r.dtype, r.prescale);
   Status st = horovod::Allreduce(comm, buf, total, r.dtype, op);
   if (st.ok()) ScaleBuffer(buf, total, r.dtype, post);
   if (st.ok() && !in_place) {
+    Mark(r, "MEMCPY_OUT_FUSION_BUFFER");
     size_t off = 0;
     for (size_t i = 0; i < n; ++i) {
       size_t bytes = static_cast<size_t>(Product(r.shapes[i])) * esize;
@@ -169,6 +193,7 @@ Status Executor::Allgather(const Response& r, Communicator& comm) {
     rows += r.sizes[m];
   }
   auto out = std::make_shared<Buffer>(static_cast<size_t>(rows * row));
+  MarkTransfer(r, comm);
   Status st = Allgatherv(comm, e.tensor.data, out->data(), bytes);
   e.handle->output = out;
   e.handle->output_shape = shape;
@@ -183,6 +208,7 @@ Status Executor::Broadcast(const Response& r, Communicator& comm) {
   int root = 0;
   for (int m = 0; m < comm.size(); ++m)
     if (comm.global_rank(m) == r.root) root = m;
+  MarkTransfer(r, comm);
   Status st = horovod::Broadcast(
       comm, e.tensor.data, static_cast<int64_t>(e.tensor.NumBytes()), root);
   Done(e, st);
@@ -205,6 +231,7 @@ Status Executor::Alltoall(const Response& r, Communicator& comm) {
     rows += splits[m];
   }
   auto out = std::make_shared<Buffer>(static_cast<size_t>(rows * row));
+  MarkTransfer(r, comm);
   Status st = Alltoallv(comm, e.tensor.data, send, out->data(), recv,
                         max_pair_rows * row);
   e.handle->output = out;
@@ -237,6 +264,7 @@ Status Executor::Reducescatter(const Response& r, Communicator& comm) {
       r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : r.reduce_op;
   double post = r.postscale;
   if (r.reduce_op == ReduceOp::kAverage) post /= n;
+  MarkTransfer(r, comm);
   ScaleBuffer(buf, total, r.dtype, r.prescale);
   Status st = ReduceScatter(comm, buf, counts, r.dtype, op);
   char* mine = buf + my_offset * esize;

@@ -11,6 +11,7 @@
 #include "coordination/message.h"
 #include "runtime/process_set_table.h"
 #include "runtime/tensor_queue.h"
+#include "timeline/timeline.h"
 #include "transport/transport.h"
 
 namespace horovod {
@@ -18,9 +19,10 @@ namespace horovod {
 class Executor {
  public:
   // `shm`, if not null, holds this host's ranks; collectives whose members
-  // are exactly those go through shared memory.
+  // are exactly those go through shared memory. `timeline` (owned by the
+  // engine) receives each tensor's activities while it is active.
   Executor(Transport* transport, ShmGroup* shm, TensorQueue* queue,
-           ProcessSetTable* sets, const Knobs& knobs);
+           ProcessSetTable* sets, const Knobs& knobs, Timeline* timeline);
 
   Status Execute(const Response& resp);
   // Completes the entries whose transfer broke, once the engine knows the
@@ -34,12 +36,18 @@ class Executor {
   Status Alltoall(const Response& r, Communicator& comm);
   Status Reducescatter(const Response& r, Communicator& comm);
   void Finish(TensorEntry& e, const Status& s);
+  // Moves every tensor of `r` to timeline activity `activity`.
+  void Mark(const Response& r, const char* activity);
+  // The activity of moving data for `r`: transport and op, e.g.
+  // SHM_ALLREDUCE.
+  void MarkTransfer(const Response& r, const Communicator& comm);
   void Done(TensorEntry& e, const Status& s);
 
   Transport* transport_;
   ShmGroup* shm_;
   TensorQueue* queue_;
   ProcessSetTable* sets_;
+  Timeline* timeline_;
   AlgorithmConfig algo_;
   Scratch algo_scratch_;   // algorithm temporaries
   Scratch fusion_buffer_;  // packed tensors of a fused response

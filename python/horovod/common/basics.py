@@ -107,6 +107,19 @@ class HorovodBasics:
     def rocm_built(self):
         return False
 
+    # -- timeline -------------------------------------------------------------
+    def start_timeline(self, file_path, mark_cycles=False):
+        """Starts recording a Chrome trace of this job into `file_path`
+        (rank 0 writes it; elsewhere this does nothing). A timeline already
+        being recorded is finished first."""
+        if not file_path:
+            raise ValueError("start_timeline needs a file path")
+        self.engine.start_timeline(str(file_path), bool(mark_cycles))
+
+    def stop_timeline(self):
+        """Finishes the timeline file; it stays a complete trace."""
+        self.engine.stop_timeline()
+
     # -- process sets -------------------------------------------------------
     def add_process_set(self, process_set):
         if not isinstance(process_set, ProcessSet):

@@ -204,6 +204,10 @@ def parse_args(argv):
     parser.add_argument("--fusion-threshold-mb", type=float, default=None)
     parser.add_argument("--cycle-time-ms", type=float, default=None)
     parser.add_argument("--cache-capacity", type=int, default=None)
+    parser.add_argument("--timeline-filename", default=None,
+                        help="record a Chrome trace of rank 0's activity here")
+    parser.add_argument("--timeline-mark-cycles", action="store_true",
+                        help="mark each background loop cycle in the timeline")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     return parser.parse_args(argv)
 
@@ -241,6 +245,10 @@ def main(argv=None):
         env["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
     if args.cache_capacity is not None:
         env["HOROVOD_CACHE_CAPACITY"] = str(args.cache_capacity)
+    if args.timeline_filename is not None:
+        env["HOROVOD_TIMELINE"] = os.path.abspath(args.timeline_filename)
+    if args.timeline_mark_cycles:
+        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
     job = _Job(args.command, env, hosts, args.np, args.verbose)
 
     def forward(signum, _frame):

@@ -28,6 +28,7 @@ from horovod.torch.mpi_ops import (Adasum, Average, Max, Min, Product,  # noqa: 
                                    nccl_built, poll, rank, reducescatter,
                                    reducescatter_async, remove_process_set,
                                    rocm_built, shutdown, size,
-                                   sparse_allreduce_async, synchronize)
+                                   sparse_allreduce_async, start_timeline,
+                                   stop_timeline, synchronize)
 from horovod.torch.optimizer import DistributedOptimizer  # noqa: F401
 from horovod.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

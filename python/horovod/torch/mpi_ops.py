@@ -33,6 +33,8 @@ cuda_built = _basics.cuda_built
 rocm_built = _basics.rocm_built
 add_process_set = _basics.add_process_set
 remove_process_set = _basics.remove_process_set
+start_timeline = _basics.start_timeline
+stop_timeline = _basics.stop_timeline
 
 # Reduction ops (values match upstream).
 Average = 0
