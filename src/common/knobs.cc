@@ -43,8 +43,14 @@ Knobs Knobs::FromEnvironment() {
   Knobs k;
   int64_t i;
   double d;
-  if (EnvInt("HOROVOD_FUSION_THRESHOLD", &i) && i >= 0) k.fusion_threshold = i;
-  if (EnvDouble("HOROVOD_CYCLE_TIME", &d) && d >= 0) k.cycle_time_ms = d;
+  if (EnvInt("HOROVOD_FUSION_THRESHOLD", &i) && i >= 0) {
+    k.fusion_threshold = i;
+    k.fusion_threshold_set = true;
+  }
+  if (EnvDouble("HOROVOD_CYCLE_TIME", &d) && d >= 0) {
+    k.cycle_time_ms = d;
+    k.cycle_time_set = true;
+  }
   if (EnvInt("HOROVOD_CACHE_CAPACITY", &i) && i >= 0 && i <= (1 << 20))
     k.cache_capacity = static_cast<int>(i);
   if (EnvDouble("HOROVOD_STALL_CHECK_TIME_SECONDS", &d) && d > 0)
@@ -54,8 +60,10 @@ Knobs Knobs::FromEnvironment() {
     k.stall_shutdown_s = d;
   if (EnvDouble("HOROVOD_OPERATION_TIMEOUT_SECONDS", &d) && d > 0)
     k.operation_timeout_s = d;
-  if (EnvInt("HOROVOD_SMALL_ALLREDUCE_BYTES", &i) && i >= 0)
+  if (EnvInt("HOROVOD_SMALL_ALLREDUCE_BYTES", &i) && i >= 0) {
     k.small_allreduce_bytes = i;
+    k.small_allreduce_bytes_set = true;
+  }
   if (EnvInt("HOROVOD_RING_CHUNK_BYTES", &i) && i >= 4096)
     k.ring_chunk_bytes = i;
   if (EnvInt("HOROVOD_SHM_DISABLE", &i)) k.shm_disable = i != 0;
@@ -65,6 +73,17 @@ Knobs Knobs::FromEnvironment() {
   EnvString("HOROVOD_TIMELINE", &k.timeline);
   if (EnvInt("HOROVOD_TIMELINE_MARK_CYCLES", &i))
     k.timeline_mark_cycles = i != 0;
+  if (EnvInt("HOROVOD_AUTOTUNE", &i)) k.autotune = i != 0;
+  EnvString("HOROVOD_AUTOTUNE_LOG", &k.autotune_log);
+  if (EnvInt("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", &i) && i >= 0 && i <= 10000)
+    k.autotune_warmup_samples = static_cast<int>(i);
+  if (EnvInt("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", &i) && i >= 1 && i <= 100000)
+    k.autotune_steps_per_sample = static_cast<int>(i);
+  if (EnvInt("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", &i) && i >= 1 &&
+      i <= 1000)
+    k.autotune_max_samples = static_cast<int>(i);
+  if (EnvDouble("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", &d) && d > 0)
+    k.autotune_noise = d;
   return k;
 }
 

@@ -12,9 +12,11 @@ namespace horovod {
 struct Knobs {
   // HOROVOD_FUSION_THRESHOLD: bytes per fused allreduce; 0 disables fusion.
   int64_t fusion_threshold = 128ll * 1024 * 1024;
+  bool fusion_threshold_set = false;  // given explicitly: autotune keeps it
   // HOROVOD_CYCLE_TIME (ms): how long the coordinator waits for more tensors
   // to fuse when others are known to be on their way.
   double cycle_time_ms = 1.0;
+  bool cycle_time_set = false;
   // HOROVOD_CACHE_CAPACITY: response cache entries; 0 disables the cache.
   int cache_capacity = 1024;
   // HOROVOD_STALL_CHECK_TIME_SECONDS: warn about tensors some ranks lack.
@@ -29,6 +31,7 @@ struct Knobs {
   // HOROVOD_SMALL_ALLREDUCE_BYTES: below this, allreduce uses recursive
   // doubling (latency-optimal); at or above, the pipelined ring.
   int64_t small_allreduce_bytes = 64 * 1024;
+  bool small_allreduce_bytes_set = false;
   // HOROVOD_RING_CHUNK_BYTES: pipelining granularity of the ring.
   int64_t ring_chunk_bytes = 1 << 20;
   // HOROVOD_SHM_DISABLE: 1 makes ranks on one host talk over TCP instead of
@@ -45,6 +48,22 @@ struct Knobs {
   std::string timeline;
   // HOROVOD_TIMELINE_MARK_CYCLES: 1 adds a CYCLE_START mark per loop cycle.
   bool timeline_mark_cycles = false;
+  // HOROVOD_AUTOTUNE: 1 lets rank 0 search fusion threshold, cycle time and
+  // the small-allreduce crossover (those not set explicitly) for the highest
+  // throughput. Details: docs/autotune.md.
+  bool autotune = false;
+  // HOROVOD_AUTOTUNE_LOG: CSV file of every autotune sample.
+  std::string autotune_log;
+  // HOROVOD_AUTOTUNE_WARMUP_SAMPLES: samples discarded at the start.
+  int autotune_warmup_samples = 3;
+  // HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE: steps (response lists that moved
+  // data) measured per sample.
+  int autotune_steps_per_sample = 10;
+  // HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES: samples before settling.
+  int autotune_max_samples = 20;
+  // HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE: measurement noise variance,
+  // relative to the variance of the scores.
+  double autotune_noise = 0.8;
 
   static Knobs FromEnvironment();
 };

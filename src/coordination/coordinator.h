@@ -44,6 +44,12 @@ class Coordinator {
   // Warnings about tensors that some ranks have not submitted, once each.
   std::vector<std::string> TakeStallWarnings(Clock::time_point now);
 
+  // The autotuner's choice; takes effect from the next decision.
+  void SetTuning(int64_t fusion_threshold, double cycle_time_s) {
+    config_.fusion_threshold = fusion_threshold;
+    config_.cycle_time_s = cycle_time_s;
+  }
+
   const std::vector<int>* Members(int process_set) const;
   size_t pending() const { return table_.size(); }
 

@@ -81,6 +81,9 @@ struct ResponseList {
   // rank sends the full request again.
   std::vector<std::pair<int32_t, uint32_t>> stale_hits;
   std::string abort_reason;  // non-empty: the job is failing; stop with this
+  // The autotuner's new small/large allreduce crossover, applied by every
+  // rank before this list's responses; -1: unchanged.
+  int64_t small_allreduce_bytes = -1;
 };
 
 // Lower-case name of a request's op: an OpType or a ControlOp.

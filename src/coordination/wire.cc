@@ -221,6 +221,7 @@ std::string EncodeResponseList(const ResponseList& list,
     w.Put<uint32_t>(s.second);
   }
   w.Str(list.abort_reason);
+  w.Put<int64_t>(list.small_allreduce_bytes);
   return w.Take();
 }
 
@@ -291,7 +292,10 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
     if (s.first < 0 || s.first >= job_size) return Malformed("response");
   }
   r.Str(&out->abort_reason, 1u << 16);
-  if (!r.done()) return Malformed("response");
+  r.Get(&out->small_allreduce_bytes);
+  if (!r.done() || out->small_allreduce_bytes < -1 ||
+      out->small_allreduce_bytes > (int64_t{1} << 40))
+    return Malformed("response");
   return Status::OK();
 }
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "autotune/autotuner.h"
 #include "common/knobs.h"
 #include "common/logging.h"
 #include "coordination/coordinator.h"
@@ -84,6 +85,20 @@ class EngineImpl {
       cc.stall_check = !knobs_.stall_check_disable;
       cc.stall_shutdown_s = knobs_.stall_shutdown_s;
       coordinator_ = std::make_unique<Coordinator>(cc, &cache_);
+      if (knobs_.autotune) {
+        AutotuneConfig ac;
+        ac.tune_fusion_threshold = !knobs_.fusion_threshold_set;
+        ac.tune_cycle_time = !knobs_.cycle_time_set;
+        ac.tune_small_allreduce = !knobs_.small_allreduce_bytes_set;
+        ac.warmup_samples = knobs_.autotune_warmup_samples;
+        ac.steps_per_sample = knobs_.autotune_steps_per_sample;
+        ac.max_samples = knobs_.autotune_max_samples;
+        ac.noise = knobs_.autotune_noise;
+        ac.log_path = knobs_.autotune_log;
+        tuner_ = std::make_unique<Autotuner>(
+            ac, TunedParams{knobs_.fusion_threshold, knobs_.cycle_time_ms,
+                            knobs_.small_allreduce_bytes});
+      }
     }
     if (!knobs_.timeline.empty() && knobs_.timeline != "DYNAMIC") {
       // The job runs without it rather than fail every rank's init.
@@ -474,6 +489,8 @@ class EngineImpl {
         HVD_LOG(kWarning, w);
       if (!coordinator_->ShouldEmit(now)) continue;
       ResponseList out = coordinator_->TakeResponses(now);
+      out.small_allreduce_bytes = tuned_small_allreduce_bytes_;
+      tuned_small_allreduce_bytes_ = -1;
       if (timeline_.active())
         for (const Response& r : out.responses)
           for (const std::string& name : r.names)
@@ -490,7 +507,27 @@ class EngineImpl {
       Status st = ExecuteList(out);
       if (!st.ok()) return RootCause(st);
       if (out.shutdown) return Status::OK();
+      if (tuner_ != nullptr) Tune(out);
     }
+  }
+
+  // Rank 0: feeds the tuner what a list moved; its new choice governs the
+  // coordinator at once and every rank's executor from the next list.
+  void Tune(const ResponseList& list) {
+    int64_t bytes = 0;
+    for (const Response& r : list.responses) {
+      if (r.error || r.op > static_cast<uint8_t>(OpType::kReducescatter))
+        continue;
+      for (const auto& shape : r.shapes) {
+        int64_t n = static_cast<int64_t>(DataTypeSize(r.dtype));
+        for (int64_t d : shape) n *= d;
+        bytes += n;
+      }
+    }
+    if (!tuner_->Record(bytes, Clock::now())) return;
+    const TunedParams& p = tuner_->params();
+    coordinator_->SetTuning(p.fusion_threshold, p.cycle_time_ms / 1000.0);
+    tuned_small_allreduce_bytes_ = p.small_allreduce_bytes;
   }
 
   Status WorkerLoop() {
@@ -519,6 +556,8 @@ class EngineImpl {
 
   Status ExecuteList(const ResponseList& list) {
     ++epoch_;
+    if (list.small_allreduce_bytes >= 0)
+      executor_->SetSmallAllreduceBytes(list.small_allreduce_bytes);
     for (const Response& r : list.responses) {
       Status st = executor_->Execute(r);
       if (timeline_.active())
@@ -592,6 +631,8 @@ class EngineImpl {
   std::vector<pollfd> pollfds_;
   std::unique_ptr<Coordinator> coordinator_;
   Timeline timeline_;
+  std::unique_ptr<Autotuner> tuner_;      // rank 0 with HOROVOD_AUTOTUNE
+  int64_t tuned_small_allreduce_bytes_ = -1;  // for the next response list
   std::unique_ptr<Executor> executor_;
   std::thread thread_;
   std::atomic<bool> shutdown_requested_{false};

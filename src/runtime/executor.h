@@ -25,6 +25,10 @@ class Executor {
            ProcessSetTable* sets, const Knobs& knobs, Timeline* timeline);
 
   Status Execute(const Response& resp);
+  // Every rank must switch at the same point of the response stream.
+  void SetSmallAllreduceBytes(int64_t bytes) {
+    algo_.small_allreduce_bytes = bytes;
+  }
   // Completes the entries whose transfer broke, once the engine knows the
   // root cause (which rank died) rather than just the broken link.
   void FailBroken(const Status& status);

@@ -208,6 +208,16 @@ def parse_args(argv):
                         help="record a Chrome trace of rank 0's activity here")
     parser.add_argument("--timeline-mark-cycles", action="store_true",
                         help="mark each background loop cycle in the timeline")
+    parser.add_argument("--autotune", action="store_true",
+                        help="let rank 0 tune fusion threshold, cycle time and "
+                             "the small-allreduce crossover")
+    parser.add_argument("--autotune-log-file", default=None)
+    parser.add_argument("--autotune-warmup-samples", type=int, default=None)
+    parser.add_argument("--autotune-steps-per-sample", type=int, default=None)
+    parser.add_argument("--autotune-bayes-opt-max-samples", type=int,
+                        default=None)
+    parser.add_argument("--autotune-gaussian-process-noise", type=float,
+                        default=None)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     return parser.parse_args(argv)
 
@@ -249,6 +259,21 @@ def main(argv=None):
         env["HOROVOD_TIMELINE"] = os.path.abspath(args.timeline_filename)
     if args.timeline_mark_cycles:
         env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
+    if args.autotune:
+        env["HOROVOD_AUTOTUNE"] = "1"
+    for flag, var in (("autotune_log_file", "HOROVOD_AUTOTUNE_LOG"),
+                      ("autotune_warmup_samples",
+                       "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"),
+                      ("autotune_steps_per_sample",
+                       "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"),
+                      ("autotune_bayes_opt_max_samples",
+                       "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"),
+                      ("autotune_gaussian_process_noise",
+                       "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE")):
+        value = getattr(args, flag)
+        if value is not None:
+            env[var] = (os.path.abspath(value) if var == "HOROVOD_AUTOTUNE_LOG"
+                        else str(value))
     job = _Job(args.command, env, hosts, args.np, args.verbose)
 
     def forward(signum, _frame):
