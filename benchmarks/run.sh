@@ -10,7 +10,7 @@
 #   bash benchmarks/run.sh                       # everything (~20 min on 2 cores)
 #   NPS="2" BUDGET=0.5 bash benchmarks/run.sh engine python
 #   ANCHORS=/path/to/shared/bench bash benchmarks/run.sh
-# Sections: anchors engine python fusion training (default: all).
+# Sections: anchors engine python fusion autotune training (default: all).
 # Needs `bash scripts/setup.sh` first (engine installed, OpenMPI present).
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +18,7 @@ ANCHORS=${ANCHORS:-$REPO/../shared/bench}
 NPS=${NPS:-"2 4"}
 BUDGET=${BUDGET:-1.0}
 OUT=${OUT:-$REPO/benchmarks/results/$(date -u +%Y-%m-%d)}
-SECTIONS=${*:-"anchors engine python fusion training"}
+SECTIONS=${*:-"anchors engine python fusion autotune training"}
 TUN="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
@@ -26,13 +26,13 @@ mkdir -p "$OUT"
 cd "$REPO"
 
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/log.txt"; }
-# run NAME CMD...: output to NAME.txt; RESULT/FUSION/TRAIN lines (launcher
+# run NAME CMD...: output to NAME.txt; RESULT/FUSION/TRAIN/AUTOTUNE lines (launcher
 # prefixes stripped) collected in results.csv.
 run() {
   local name=$1; shift
   log "run $name: $*"
   timeout 900 "$@" > "$OUT/$name.txt" 2>&1 || log "  rc=$? ($name)"
-  grep -ohE '(RESULT|FUSION|TRAIN),.*' "$OUT/$name.txt" >> "$OUT/results.csv"
+  grep -ohE '(RESULT|FUSION|TRAIN|AUTOTUNE),.*' "$OUT/$name.txt" >> "$OUT/results.csv"
 }
 
 anchors() {
@@ -56,11 +56,14 @@ anchors() {
   rm -rf "$scratch"
 }
 
-engine() {
+build_engine() {
   cmake -S "$REPO" -B "$REPO/build-bench" -DCMAKE_BUILD_TYPE=Release \
     -DHOROVOD_BUILD_BENCHMARKS=ON > "$OUT/engine-build.txt" 2>&1 &&
-    cmake --build "$REPO/build-bench" --target allreduce_bench -j 2 >> "$OUT/engine-build.txt" 2>&1 ||
-    { log "engine build failed"; return; }
+    cmake --build "$REPO/build-bench" --target allreduce_bench -j 2 >> "$OUT/engine-build.txt" 2>&1
+}
+
+engine() {
+  build_engine || { log "engine build failed"; return; }
   for np in $NPS; do
     run hvd-shm-np$np horovodrun -np $np build-bench/allreduce_bench -b $BUDGET -l hvd-shm
     run hvd-tcp-np$np env HOROVOD_SHM_DISABLE=1 horovodrun -np $np build-bench/allreduce_bench -b $BUDGET -l hvd-tcp
@@ -75,6 +78,12 @@ python_level() {
 
 fusion() {
   run fusion-np2 horovodrun -np 2 python benchmarks/fusion_bench.py --steps 30
+  build_engine || { log "engine build failed"; return; }
+  run fusion-cpp-np2 horovodrun -np 2 build-bench/allreduce_bench -f 1000x4K
+}
+
+autotune() {
+  run autotune-np2 python benchmarks/autotune_bench.py --np 2 --steps 30
 }
 
 training() {
@@ -94,7 +103,7 @@ training() {
   python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/env.txt" 2>&1
 for s in $SECTIONS; do
   case $s in
-    anchors|engine|fusion|training) $s ;;
+    anchors|engine|fusion|autotune|training) $s ;;
     python) python_level ;;
     *) echo "unknown section $s"; exit 2 ;;
   esac

@@ -27,8 +27,8 @@ Autotuner::Autotuner(const AutotuneConfig& config, const TunedParams& initial)
   if (config_.log_path.empty()) return;
   log_ = std::fopen(config_.log_path.c_str(), "w");
   if (log_ == nullptr) {
-    HVD_LOG(kWarning, "cannot write the autotune log '" << config_.log_path
-                                                        << "'");
+    HVD_LOG(kWarning,
+            "cannot write the autotune log '" << config_.log_path << "'");
     return;
   }
   std::fprintf(log_,
@@ -50,9 +50,8 @@ std::vector<double> Autotuner::ToUnit(const TunedParams& p) const {
     x.push_back(ToRange(std::log10(std::max(p.cycle_time_ms, 1e-3)),
                         kMinCycleLog10Ms, kMaxCycleLog10Ms));
   if (config_.tune_small_allreduce)
-    x.push_back(
-        ToRange(std::log2(std::max<double>(p.small_allreduce_bytes, 1)),
-                kMinSmallLog2, kMaxSmallLog2));
+    x.push_back(ToRange(std::log2(std::max<double>(p.small_allreduce_bytes, 1)),
+                        kMinSmallLog2, kMaxSmallLog2));
   return x;
 }
 
@@ -61,16 +60,16 @@ TunedParams Autotuner::FromUnit(const std::vector<double>& x) const {
   size_t i = 0;
   if (config_.tune_fusion_threshold)
     p.fusion_threshold =
-        static_cast<int64_t>(std::exp2(FromRange(x[i++], kMinFusionLog2,
-                                                 kMaxFusionLog2)) /
-                             1024) *
+        static_cast<int64_t>(
+            std::exp2(FromRange(x[i++], kMinFusionLog2, kMaxFusionLog2)) /
+            1024) *
         1024;
   if (config_.tune_cycle_time)
-    p.cycle_time_ms = std::round(std::pow(10.0, FromRange(x[i++],
-                                                          kMinCycleLog10Ms,
-                                                          kMaxCycleLog10Ms)) *
-                                 1000) /
-                      1000;
+    p.cycle_time_ms =
+        std::round(std::pow(10.0, FromRange(x[i++], kMinCycleLog10Ms,
+                                            kMaxCycleLog10Ms)) *
+                   1000) /
+        1000;
   if (config_.tune_small_allreduce)
     p.small_allreduce_bytes = static_cast<int64_t>(
         std::exp2(FromRange(x[i++], kMinSmallLog2, kMaxSmallLog2)));
@@ -94,9 +93,8 @@ bool Autotuner::Record(int64_t bytes, Clock::time_point now) {
     return false;
   }
   bytes_ += bytes;
-  const double seconds =
-      std::max(std::chrono::duration<double>(now - window_start_).count(),
-               1e-9);
+  const double seconds = std::max(
+      std::chrono::duration<double>(now - window_start_).count(), 1e-9);
   if (++steps_ < config_.steps_per_sample ||
       seconds < config_.min_sample_seconds)
     return false;

@@ -2,10 +2,11 @@
 // highest throughput (bytes moved per second of wall time) on the job's own
 // workload: fusion threshold, cycle time and the small/large allreduce
 // crossover. It measures windows of at least `steps_per_sample` steps
-// (response lists that moved data) and `min_sample_seconds`, discards the first `warmup_samples`, then lets a
-// BayesianOptimizer pick each next setting; after `max_samples` it settles
-// on the best and stops. Parameters the user set explicitly stay fixed.
-// Every sample is appended to a CSV log when one is named.
+// (response lists that moved data) and `min_sample_seconds`, discards the first
+// `warmup_samples`, then lets a BayesianOptimizer pick each next setting; after
+// `max_samples` it settles on the best and stops. Parameters the user set
+// explicitly stay fixed. Every sample is appended to a CSV log when one is
+// named.
 //
 // Pure apart from the log: time comes in as an argument, so tests drive it
 // with a synthetic workload. Used by one thread (rank 0's loop).

@@ -631,7 +631,7 @@ class EngineImpl {
   std::vector<pollfd> pollfds_;
   std::unique_ptr<Coordinator> coordinator_;
   Timeline timeline_;
-  std::unique_ptr<Autotuner> tuner_;      // rank 0 with HOROVOD_AUTOTUNE
+  std::unique_ptr<Autotuner> tuner_;          // rank 0 with HOROVOD_AUTOTUNE
   int64_t tuned_small_allreduce_bytes_ = -1;  // for the next response list
   std::unique_ptr<Executor> executor_;
   std::thread thread_;

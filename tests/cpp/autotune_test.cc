@@ -45,8 +45,8 @@ TEST(BayesianOptimizer, FindsTheMaximumOfANoisyFunction) {
   std::mt19937_64 rng(7);
   std::normal_distribution<double> noise(0, 0.02);
   auto f = [](const std::vector<double>& x) {
-    return std::exp(-20 * ((x[0] - 0.7) * (x[0] - 0.7) +
-                           (x[1] - 0.3) * (x[1] - 0.3)));
+    return std::exp(
+        -20 * ((x[0] - 0.7) * (x[0] - 0.7) + (x[1] - 0.3) * (x[1] - 0.3)));
   };
   BayesianOptimizer opt(2, 0.05, 3);
   std::vector<double> x = {0.1, 0.9};
@@ -98,9 +98,9 @@ TEST(Autotuner, ReachesNearTheBestThroughputAndLogsEverySample) {
   TunedParams best = Tune(tuner, 100000, &changes);
   ASSERT_TRUE(tuner.done());
   EXPECT_EQ(changes, config.max_samples);
-  EXPECT_GT(Throughput(best), 0.9e9) << best.fusion_threshold << " "
-                                      << best.cycle_time_ms << " "
-                                      << best.small_allreduce_bytes;
+  EXPECT_GT(Throughput(best), 0.9e9)
+      << best.fusion_threshold << " " << best.cycle_time_ms << " "
+      << best.small_allreduce_bytes;
   EXPECT_LT(Throughput(initial), 0.5e9);
   // Settled: no more changes.
   EXPECT_FALSE(tuner.Record(1 << 20, Clock::now()));
