@@ -33,7 +33,7 @@ def worker(args):
     import torch
 
     import horovod.torch as hvd
-    from bench_util import max_all
+    from bench_util import timed_steps
     torch.set_num_threads(1)
     hvd.init()
     tensors = [torch.ones(1024) for _ in range(args.count)]
@@ -59,14 +59,8 @@ def worker(args):
                              else 0])
         if int(hvd.broadcast(flag, 0, name="autotune.settled")):
             break
-    times = []
-    for _ in range(args.steps):
-        hvd.barrier()
-        t0 = time.perf_counter()
-        step()
-        times.append(max_all(time.perf_counter() - t0))
-        for t in tensors:
-            t.fill_(1.0)
+    times = timed_steps(step, args.steps,
+                        after=lambda: [t.fill_(1.0) for t in tensors])
     if hvd.rank() == 0:
         print("STEP,%.1f" % (statistics.median(times) * 1e6), flush=True)
     hvd.shutdown()

@@ -8,12 +8,11 @@ is the max over ranks.
 """
 import argparse
 import statistics
-import time
 
 import torch
 
 import horovod.torch as hvd
-from bench_util import max_all
+from bench_util import timed_steps
 
 
 def main():
@@ -41,12 +40,7 @@ def main():
                      ("%dx%dKiB" % (args.count, args.tensor_bytes // 1024), step_many)):
         for _ in range(3):
             fn()
-        times = []
-        for _ in range(args.steps):
-            hvd.barrier()
-            t0 = time.perf_counter()
-            fn()
-            times.append(max_all(time.perf_counter() - t0))
+        times = timed_steps(fn, args.steps)
         for t in many:
             t.fill_(1.0)
         one.fill_(1.0)
