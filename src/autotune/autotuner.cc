@@ -110,9 +110,10 @@ bool Autotuner::Record(int64_t bytes, Clock::time_point now) {
   ++samples_;
   Log("sample", score);
   optimizer_.AddSample(ToUnit(params_), score);
+  sampled_.push_back(params_);
   if (samples_ >= config_.max_samples) {
     const int best = optimizer_.Best();
-    params_ = FromUnit(optimizer_.x(best));
+    params_ = sampled_[best];  // exactly as measured, not re-rounded
     done_ = true;
     Log("best", optimizer_.y(best));
     return true;

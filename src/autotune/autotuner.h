@@ -71,6 +71,7 @@ class Autotuner {
   TunedParams params_;
   int dims_;
   BayesianOptimizer optimizer_;
+  std::vector<TunedParams> sampled_;  // by sample, as the optimizer has them
   bool done_ = false;
   int warmup_left_;
   int samples_ = 0;

@@ -102,6 +102,14 @@ TEST(Autotuner, ReachesNearTheBestThroughputAndLogsEverySample) {
       << best.fusion_threshold << " " << best.cycle_time_ms << " "
       << best.small_allreduce_bytes;
   EXPECT_LT(Throughput(initial), 0.5e9);
+  // Settled on a setting it measured, exactly.
+  std::ifstream check(log);
+  std::string row;
+  bool measured = false;
+  const std::string key = std::to_string(best.fusion_threshold) + ",";
+  while (std::getline(check, row))
+    if (row.find(",sample," + key) != std::string::npos) measured = true;
+  EXPECT_TRUE(measured) << best.fusion_threshold;
   // Settled: no more changes.
   EXPECT_FALSE(tuner.Record(1 << 20, Clock::now()));
   std::ifstream f(log);
