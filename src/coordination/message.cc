@@ -1,5 +1,7 @@
 #include "coordination/message.h"
 
+#include <cctype>
+
 namespace horovod {
 
 const char* OpName(uint8_t op) {
@@ -8,6 +10,12 @@ const char* OpName(uint8_t op) {
   if (op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet))
     return "remove_process_set";
   return OpTypeName(static_cast<OpType>(op));
+}
+
+std::string UpperOpName(uint8_t op) {
+  std::string s = OpName(op);
+  for (char& c : s) c = static_cast<char>(std::toupper(c));
+  return s;
 }
 
 Response ResponseFor(const Request& r) {

@@ -88,6 +88,8 @@ struct ResponseList {
 
 // Lower-case name of a request's op: an OpType or a ControlOp.
 const char* OpName(uint8_t op);
+// The same in upper case, as timeline spans show it.
+std::string UpperOpName(uint8_t op);
 // The response that executes `r` alone (member sizes not filled in).
 Response ResponseFor(const Request& r);
 // The request a rank sends for tensor `i` of `resp`.

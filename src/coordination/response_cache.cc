@@ -7,12 +7,18 @@ std::string KeyOf(int32_t process_set, const std::string& name) {
   return std::to_string(process_set) + ":" + name;
 }
 
-// Everything but the name that a cached response is reused for: `a` (one
-// tensor) against tensor `i` of `b`.
-bool SameParams(const Response& a, const Response& b, size_t i) {
+// Everything but the name and shape that a cached response is reused for;
+// `b` is a Request or a Response (same field names).
+template <typename T>
+bool SameScalars(const Response& a, const T& b) {
   return a.op == b.op && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
          a.root == b.root && a.device == b.device && a.prescale == b.prescale &&
-         a.postscale == b.postscale && a.shapes.size() == 1 &&
+         a.postscale == b.postscale;
+}
+
+// Cached entry `a` (one tensor) against tensor `i` of `b`.
+bool SameParams(const Response& a, const Response& b, size_t i) {
+  return SameScalars(a, b) && a.shapes.size() == 1 &&
          a.shapes[0] == b.shapes[i];
 }
 
@@ -46,11 +52,9 @@ int ResponseCache::Find(const Request& r) const {
   auto it = index_.find(KeyOf(r.process_set, r.name));
   if (it == index_.end()) return -1;
   const Response& c = entries_[it->second].response;
-  const bool same = c.op == r.op && c.dtype == r.dtype &&
-                    c.reduce_op == r.reduce_op && c.root == r.root &&
-                    c.device == r.device && c.prescale == r.prescale &&
-                    c.postscale == r.postscale && c.shapes[0] == r.shape;
-  return same ? static_cast<int>(it->second) : -1;
+  return SameScalars(c, r) && c.shapes[0] == r.shape
+             ? static_cast<int>(it->second)
+             : -1;
 }
 
 void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {

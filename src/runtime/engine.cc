@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <thread>
 #include <unordered_map>
 
@@ -38,13 +37,6 @@ namespace {
 
 constexpr size_t kMaxControlFrame = 64u << 20;
 constexpr double kShutdownWaitS = 30;
-
-// Upper-case op name, as timeline spans show it.
-std::string TimelineName(uint8_t op) {
-  std::string s = OpName(op);
-  for (char& c : s) c = static_cast<char>(std::toupper(c));
-  return s;
-}
 
 std::string ShutdownMessage() {
   return "Horovod has been shut down. This was caused by an exception on one "
@@ -416,11 +408,12 @@ class EngineImpl {
   void TickNegotiation(int rank, const RequestList& list) {
     if (!timeline_.active()) return;
     for (const Request& r : list.requests)
-      timeline_.NegotiateTick(r.name, TimelineName(r.op), rank);
-    for (uint32_t slot : list.cache_hits)
-      if (cache_.Has(slot))
-        timeline_.NegotiateTick(cache_.Get(slot).names[0],
-                                TimelineName(cache_.Get(slot).op), rank);
+      timeline_.NegotiateTick(r.name, UpperOpName(r.op), rank);
+    for (uint32_t slot : list.cache_hits) {
+      if (!cache_.Has(slot)) continue;
+      const Response& c = cache_.Get(slot);
+      timeline_.NegotiateTick(c.names[0], UpperOpName(c.op), rank);
+    }
   }
 
   RequestList CollectRequests() {
@@ -494,7 +487,7 @@ class EngineImpl {
       if (timeline_.active())
         for (const Response& r : out.responses)
           for (const std::string& name : r.names)
-            timeline_.OpStart(name, TimelineName(r.op));
+            timeline_.OpStart(name, UpperOpName(r.op));
       std::string frame = EncodeResponseList(out, &cache_);
       // Every worker must have the whole list before we wait for it inside
       // a collective.

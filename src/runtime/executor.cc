@@ -1,7 +1,6 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 
 #include "collectives/collectives.h"
@@ -43,11 +42,10 @@ void Executor::Mark(const Response& r, const char* activity) {
 
 void Executor::MarkTransfer(const Response& r, const Communicator& comm) {
   if (timeline_ == nullptr || !timeline_->active()) return;
-  std::string phase = comm.shm() != nullptr ? "SHM_"
-                      : comm.size() == 1    ? "LOCAL_"
-                                            : "TCP_";
-  for (const char* c = OpTypeName(static_cast<OpType>(r.op)); *c; ++c)
-    phase.push_back(static_cast<char>(std::toupper(*c)));
+  const std::string phase = std::string(comm.shm() != nullptr ? "SHM_"
+                                        : comm.size() == 1    ? "LOCAL_"
+                                                              : "TCP_") +
+                            UpperOpName(r.op);
   for (const std::string& name : r.names) timeline_->Activity(name, phase);
 }
 

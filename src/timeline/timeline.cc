@@ -239,8 +239,8 @@ void Timeline::Activity(const std::string& tensor,
   auto it = tensors_.find(tensor);
   if (it == tensors_.end()) return;
   TensorState& s = it->second;
-  if (s.phase == Phase::kActivity) Event('E', "", s.pid);
   if (s.phase != Phase::kActivity && s.phase != Phase::kOp) return;
+  if (s.phase == Phase::kActivity) Event('E', "", s.pid);
   Event('B', activity.c_str(), s.pid);
   s.phase = Phase::kActivity;
 }
