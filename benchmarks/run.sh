@@ -10,7 +10,8 @@
 #   bash benchmarks/run.sh                       # everything (~20 min on 2 cores)
 #   NPS="2" BUDGET=0.5 bash benchmarks/run.sh engine python
 #   ANCHORS=/path/to/shared/bench bash benchmarks/run.sh
-# Sections: anchors engine python fusion autotune training (default: all).
+# Sections: anchors engine hosts python fusion autotune training (default:
+# all).
 # Needs `bash scripts/setup.sh` first (engine installed, OpenMPI present).
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +19,7 @@ ANCHORS=${ANCHORS:-$REPO/../shared/bench}
 NPS=${NPS:-"2 4"}
 BUDGET=${BUDGET:-1.0}
 OUT=${OUT:-$REPO/benchmarks/results/$(date -u +%Y-%m-%d)}
-SECTIONS=${*:-"anchors engine python fusion autotune training"}
+SECTIONS=${*:-"anchors engine hosts python fusion autotune training"}
 TUN="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
@@ -70,6 +71,15 @@ engine() {
   done
 }
 
+# np=4 as two simulated hosts of two ranks: hierarchical allreduce (shm
+# within hosts, TCP between leaders) against one flat TCP ring.
+hosts() {
+  build_engine || { log "engine build failed"; return; }
+  local S="bash benchmarks/sim_hosts.sh build-bench/allreduce_bench -b $BUDGET"
+  run hvd-2hosts-hier-np4 horovodrun -np 4 $S -l hvd-2hosts-hier
+  run hvd-2hosts-flat-np4 env HOROVOD_HIERARCHICAL_ALLREDUCE=0 horovodrun -np 4 $S -l hvd-2hosts-flat
+}
+
 python_level() {
   for np in $NPS; do
     run hvd-py-np$np horovodrun -np $np python benchmarks/py_allreduce.py -b $BUDGET -l hvd-py
@@ -103,7 +113,7 @@ training() {
   python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/env.txt" 2>&1
 for s in $SECTIONS; do
   case $s in
-    anchors|engine|fusion|autotune|training) $s ;;
+    anchors|engine|hosts|fusion|autotune|training) $s ;;
     python) python_level ;;
     *) echo "unknown section $s"; exit 2 ;;
   esac

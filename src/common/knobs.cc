@@ -67,6 +67,8 @@ Knobs Knobs::FromEnvironment() {
   if (EnvInt("HOROVOD_RING_CHUNK_BYTES", &i) && i >= 4096)
     k.ring_chunk_bytes = i;
   if (EnvInt("HOROVOD_SHM_DISABLE", &i)) k.shm_disable = i != 0;
+  if (EnvInt("HOROVOD_HIERARCHICAL_ALLREDUCE", &i))
+    k.hierarchical_allreduce = i != 0;
   if (EnvInt("HOROVOD_SHM_BUFFER_BYTES", &i) && i >= 4096 && i <= (1ll << 32))
     k.shm_buffer_bytes = i;
   if (EnvDouble("HOROVOD_SPIN_TIME_US", &d)) k.spin_time_us = d;

@@ -37,6 +37,10 @@ struct Knobs {
   // HOROVOD_SHM_DISABLE: 1 makes ranks on one host talk over TCP instead of
   // shared memory.
   bool shm_disable = false;
+  // HOROVOD_HIERARCHICAL_ALLREDUCE: 0 makes allreduce over ranks on several
+  // hosts one flat ring instead of reduce within each host, allreduce
+  // across hosts, broadcast within each host (the default).
+  bool hierarchical_allreduce = true;
   // HOROVOD_SHM_BUFFER_BYTES: size of each half of a rank's shared-memory
   // region; larger collectives go through it in rounds.
   int64_t shm_buffer_bytes = 4 << 20;

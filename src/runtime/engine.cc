@@ -98,7 +98,8 @@ class EngineImpl {
       if (!st.ok()) HVD_LOG(kError, st.message() << " (HOROVOD_TIMELINE)");
     }
     executor_ = std::make_unique<Executor>(transport_.get(), shm_.get(),
-                                           &queue_, &sets_, knobs_, &timeline_);
+                                           &queue_, &sets_, knobs_, &timeline_,
+                                           std::move(mesh.hosts));
     thread_ = std::thread([this] { Loop(); });
     return Status::OK();
   }

@@ -19,20 +19,62 @@ std::string KeyOf(int process_set, const std::string& name) {
   return std::to_string(process_set) + ":" + name;
 }
 
+// How a communicator moves data, as timeline activities name it.
+std::string TransportPrefix(const Communicator& comm) {
+  return comm.shm() != nullptr ? "SHM_" : comm.size() == 1 ? "LOCAL_" : "TCP_";
+}
+
 bool Is(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
 
 }  // namespace
 
 Executor::Executor(Transport* transport, ShmGroup* shm, TensorQueue* queue,
                    ProcessSetTable* sets, const Knobs& knobs,
-                   Timeline* timeline)
+                   Timeline* timeline, std::vector<std::string> hosts)
     : transport_(transport),
       shm_(shm),
       queue_(queue),
       sets_(sets),
-      timeline_(timeline) {
+      timeline_(timeline),
+      hosts_(std::move(hosts)),
+      hierarchical_allreduce_(knobs.hierarchical_allreduce) {
   algo_.small_allreduce_bytes = knobs.small_allreduce_bytes;
   algo_.ring_chunk_bytes = knobs.ring_chunk_bytes;
+}
+
+void Executor::SetSmallAllreduceBytes(int64_t bytes) {
+  algo_.small_allreduce_bytes = bytes;
+  for (auto& kv : plans_)
+    for (Communicator* c :
+         {kv.second.all.get(), kv.second.local.get(), kv.second.cross.get()})
+      if (c != nullptr) c->set_config(algo_);
+}
+
+Communicator Executor::MakeComm(const std::vector<int>& members) {
+  ShmGroup* shm =
+      shm_ != nullptr && shm_->members() == members ? shm_ : nullptr;
+  return Communicator(transport_, members, &algo_scratch_, algo_, shm);
+}
+
+Executor::Plan* Executor::PlanFor(int process_set) {
+  auto it = plans_.find(process_set);
+  if (it != plans_.end()) return &it->second;
+  std::vector<int> members;
+  const int me = transport_->rank();
+  if (!sets_->Get(process_set, &members) ||
+      std::find(members.begin(), members.end(), me) == members.end())
+    return nullptr;
+  Plan plan;
+  plan.all = std::make_unique<Communicator>(MakeComm(members));
+  if (hierarchical_allreduce_ && hosts_.size() > static_cast<size_t>(me)) {
+    HostSplit split = SplitByHost(members, hosts_, me);
+    if (split.useful()) {
+      plan.local = std::make_unique<Communicator>(MakeComm(split.local));
+      if (split.leader)
+        plan.cross = std::make_unique<Communicator>(MakeComm(split.leaders));
+    }
+  }
+  return &plans_.emplace(process_set, std::move(plan)).first->second;
 }
 
 void Executor::Mark(const Response& r, const char* activity) {
@@ -42,10 +84,7 @@ void Executor::Mark(const Response& r, const char* activity) {
 
 void Executor::MarkTransfer(const Response& r, const Communicator& comm) {
   if (timeline_ == nullptr || !timeline_->active()) return;
-  const std::string phase = std::string(comm.shm() != nullptr ? "SHM_"
-                                        : comm.size() == 1    ? "LOCAL_"
-                                                              : "TCP_") +
-                            UpperOpName(r.op);
+  const std::string phase = TransportPrefix(comm) + UpperOpName(r.op);
   for (const std::string& name : r.names) timeline_->Activity(name, phase);
 }
 
@@ -79,6 +118,7 @@ Status Executor::Execute(const Response& r) {
   if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet) ||
       r.op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet)) {
     int id = static_cast<int>(r.sizes[0]);
+    plans_.erase(id);
     if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet))
       sets_->Put(id, std::vector<int>(r.sizes.begin() + 1, r.sizes.end()));
     else
@@ -98,17 +138,12 @@ Status Executor::Execute(const Response& r) {
     }
     return Status::OK();
   }
-  std::vector<int> members;
-  if (!sets_->Get(r.process_set, &members) ||
-      std::find(members.begin(), members.end(), transport_->rank()) ==
-          members.end())
-    return Status::OK();  // not ours to run
-  ShmGroup* shm =
-      shm_ != nullptr && shm_->members() == members ? shm_ : nullptr;
-  Communicator comm(transport_, members, &algo_scratch_, algo_, shm);
+  Plan* plan = PlanFor(r.process_set);
+  if (plan == nullptr) return Status::OK();  // not ours to run
+  Communicator& comm = *plan->all;
   switch (static_cast<OpType>(r.op)) {
     case OpType::kAllreduce:
-      return Allreduce(r, comm);
+      return Allreduce(r, *plan);
     case OpType::kAllgather:
       return Allgather(r, comm);
     case OpType::kBroadcast:
@@ -128,7 +163,8 @@ Status Executor::Execute(const Response& r) {
   }
 }
 
-Status Executor::Allreduce(const Response& r, Communicator& comm) {
+Status Executor::Allreduce(const Response& r, Plan& plan) {
+  Communicator& comm = *plan.all;
   const size_t n = r.names.size();
   const size_t esize = DataTypeSize(r.dtype);
   std::vector<TensorEntry> entries(n);
@@ -161,9 +197,20 @@ Status Executor::Allreduce(const Response& r, Communicator& comm) {
       off += bytes;
     }
   }
-  MarkTransfer(r, comm);
   ScaleBuffer(buf, total, r.dtype, r.prescale);
-  Status st = horovod::Allreduce(comm, buf, total, r.dtype, op);
+  Status st;
+  if (plan.local != nullptr) {
+    // Timeline activities such as SHM_HOST_ALLREDUCE, TCP_CROSS_ALLREDUCE.
+    PhaseFn phase = [&](const char* name, const Communicator& c) {
+      Mark(r, (TransportPrefix(c) + name).c_str());
+    };
+    st = HierarchicalAllreduce(
+        *plan.local, plan.cross.get(), buf, total, r.dtype, op,
+        timeline_ != nullptr && timeline_->active() ? &phase : nullptr);
+  } else {
+    MarkTransfer(r, comm);
+    st = horovod::Allreduce(comm, buf, total, r.dtype, op);
+  }
   if (st.ok()) ScaleBuffer(buf, total, r.dtype, post);
   if (st.ok() && !in_place) {
     Mark(r, "MEMCPY_OUT_FUSION_BUFFER");

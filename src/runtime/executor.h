@@ -6,7 +6,12 @@
 #ifndef HOROVOD_RUNTIME_EXECUTOR_H_
 #define HOROVOD_RUNTIME_EXECUTOR_H_
 
+#include <map>
+#include <memory>
+#include <string>
+
 #include "collectives/communicator.h"
+#include "collectives/hierarchical_allreduce.h"
 #include "common/knobs.h"
 #include "coordination/message.h"
 #include "runtime/process_set_table.h"
@@ -19,22 +24,34 @@ namespace horovod {
 class Executor {
  public:
   // `shm`, if not null, holds this host's ranks; collectives whose members
-  // are exactly those go through shared memory. `timeline` (owned by the
+  // are exactly those go through shared memory. `hosts[r]` is global rank
+  // r's host key: allreduce over members on several hosts goes
+  // hierarchically unless the knobs turn that off. `timeline` (owned by the
   // engine) receives each tensor's activities while it is active.
   Executor(Transport* transport, ShmGroup* shm, TensorQueue* queue,
-           ProcessSetTable* sets, const Knobs& knobs, Timeline* timeline);
+           ProcessSetTable* sets, const Knobs& knobs, Timeline* timeline,
+           std::vector<std::string> hosts);
 
   Status Execute(const Response& resp);
   // Every rank must switch at the same point of the response stream.
-  void SetSmallAllreduceBytes(int64_t bytes) {
-    algo_.small_allreduce_bytes = bytes;
-  }
+  void SetSmallAllreduceBytes(int64_t bytes);
   // Completes the entries whose transfer broke, once the engine knows the
   // root cause (which rank died) rather than just the broken link.
   void FailBroken(const Status& status);
 
  private:
-  Status Allreduce(const Response& r, Communicator& comm);
+  // How this rank runs one process set's collectives, built on its first
+  // use and dropped when the set is added or removed again.
+  struct Plan {
+    std::unique_ptr<Communicator> all;    // every member
+    std::unique_ptr<Communicator> local;  // hierarchical: members on our host
+    std::unique_ptr<Communicator> cross;  // hierarchical, leaders: one a host
+  };
+  // Null when we are not a member of the set (or it is unknown).
+  Plan* PlanFor(int process_set);
+  Communicator MakeComm(const std::vector<int>& members);
+
+  Status Allreduce(const Response& r, Plan& plan);
   Status Allgather(const Response& r, Communicator& comm);
   Status Broadcast(const Response& r, Communicator& comm);
   Status Alltoall(const Response& r, Communicator& comm);
@@ -52,7 +69,10 @@ class Executor {
   TensorQueue* queue_;
   ProcessSetTable* sets_;
   Timeline* timeline_;
+  std::vector<std::string> hosts_;
+  bool hierarchical_allreduce_;
   AlgorithmConfig algo_;
+  std::map<int, Plan> plans_;
   Scratch algo_scratch_;   // algorithm temporaries
   Scratch fusion_buffer_;  // packed tensors of a fused response
   std::vector<TensorEntry> broken_;

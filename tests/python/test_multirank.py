@@ -38,16 +38,38 @@ def test_collectives_over_tcp_only(np):
     assert res.stdout.count("collectives OK") == np
 
 
-def test_two_hosts_share_memory_within_each():
-    # Ranks 0,1 claim host "a" and 2,3 host "b": each pair forms its own
-    # shared-memory group, the job as a whole talks TCP, results still agree.
-    procs = spawn_ranks(4, "collectives.py", rank_env=lambda r: {
-        "HOROVOD_HOSTNAME": "ab"[r // 2], "HOROVOD_LOCAL_RANK": str(r % 2),
-        "HOROVOD_LOCAL_SIZE": "2", "HOROVOD_CROSS_RANK": str(r // 2),
-        "HOROVOD_CROSS_SIZE": "2", "HOROVOD_BIND_ADDR": "127.0.0.1"})
+@pytest.mark.parametrize("hosts,hierarchical", [
+    ("aabb", "1"), ("aabb", "0"),
+    # Uneven, interleaved, and a host with a single rank (no shared memory).
+    ("abacc", "1")])
+def test_simulated_hosts_share_memory_within_each(tmp_path, hosts, hierarchical):
+    # Each rank claims the host named by its letter: ranks of one host form
+    # a shared-memory group, hosts talk TCP. Allreduce goes hierarchically
+    # (within hosts, across leaders, back within hosts) unless turned off;
+    # rank 0's timeline shows which phases ran. Results agree either way.
+    n = len(hosts)
+    trace = str(tmp_path / "timeline.json")
+
+    def rank_env(r):
+        return {"HOROVOD_HOSTNAME": hosts[r],
+                "HOROVOD_LOCAL_RANK": str(hosts[:r].count(hosts[r])),
+                "HOROVOD_LOCAL_SIZE": str(hosts.count(hosts[r])),
+                "HOROVOD_BIND_ADDR": "127.0.0.1",
+                "HOROVOD_HIERARCHICAL_ALLREDUCE": hierarchical,
+                "HOROVOD_TIMELINE": trace}
+    procs = spawn_ranks(n, "collectives.py", rank_env=rank_env)
     for r, (rc, out, err) in enumerate(collect(procs, timeout=240)):
         assert rc == 0, (out, err)
         assert "collectives OK on rank %d" % r in out
+    with open(trace) as f:
+        text = f.read()
+    phases = ["SHM_HOST_ALLREDUCE", "TCP_CROSS_ALLREDUCE",
+              "SHM_HOST_BROADCAST"]
+    if hierarchical == "1":
+        assert all(p in text for p in phases), text[-2000:]
+    else:
+        assert not any(p in text for p in phases)
+        assert "TCP_ALLREDUCE" in text
 
 
 def shm_segments_of(pids):
@@ -98,6 +120,17 @@ def test_horovodrun_check_build():
     assert "Available Frameworks:" in out.stdout
     assert "[X] PyTorch" in out.stdout
     assert "Available Tensor Operations:" in out.stdout
+
+
+@pytest.mark.parametrize("flag,value", [("--hierarchical-allreduce", "1"),
+                                        ("--no-hierarchical-allreduce", "0")])
+def test_horovodrun_hierarchical_allreduce_flags(flag, value):
+    code = "import os; print('H=' + os.environ['HOROVOD_HIERARCHICAL_ALLREDUCE'])"
+    out = subprocess.run([sys.executable, "-m", "horovod.runner", "-np", "1",
+                          flag, sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "H=" + value in out.stdout, out.stdout
 
 
 def test_secret_not_on_command_line():

@@ -204,6 +204,13 @@ def parse_args(argv):
     parser.add_argument("--fusion-threshold-mb", type=float, default=None)
     parser.add_argument("--cycle-time-ms", type=float, default=None)
     parser.add_argument("--cache-capacity", type=int, default=None)
+    parser.add_argument("--hierarchical-allreduce", dest="hierarchical",
+                        action="store_const", const="1", default=None,
+                        help="allreduce within hosts, then across them "
+                             "(the default for jobs spanning hosts)")
+    parser.add_argument("--no-hierarchical-allreduce", dest="hierarchical",
+                        action="store_const", const="0",
+                        help="one flat ring over every rank instead")
     parser.add_argument("--timeline-filename", default=None,
                         help="record a Chrome trace of rank 0's activity here")
     parser.add_argument("--timeline-mark-cycles", action="store_true",
@@ -255,6 +262,8 @@ def main(argv=None):
         env["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
     if args.cache_capacity is not None:
         env["HOROVOD_CACHE_CAPACITY"] = str(args.cache_capacity)
+    if args.hierarchical is not None:
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = args.hierarchical
     if args.timeline_filename is not None:
         env["HOROVOD_TIMELINE"] = os.path.abspath(args.timeline_filename)
     if args.timeline_mark_cycles:
