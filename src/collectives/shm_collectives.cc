@@ -10,46 +10,95 @@ namespace horovod {
 namespace {
 
 // Length of round `j` of a `total`-long run cut into pieces of `w`.
-int64_t Piece(int64_t total, int64_t j, int64_t w) {
+int64_t RoundLen(int64_t total, int64_t j, int64_t w) {
   return std::clamp<int64_t>(total - j * w, 0, w);
 }
 
 int64_t Rounds(int64_t longest, int64_t w) { return (longest + w - 1) / w; }
 
+// A run of elements over pieces, addressed by element offset.
+class Run {
+ public:
+  Run(const Piece* pieces, size_t n, size_t esize)
+      : pieces_(pieces), n_(n), esize_(esize) {}
+  int64_t count() const {
+    return n_ == 0 ? 0 : pieces_[n_ - 1].offset + pieces_[n_ - 1].count;
+  }
+  // fn(char* p, int64_t at, int64_t len) for each stretch of elements
+  // [start, start + len) that lies in one piece; `at` counts from `start`.
+  template <typename Fn>
+  void ForEach(int64_t start, int64_t len, Fn&& fn) const {
+    if (len <= 0) return;
+    // The last piece that starts at or before `start`.
+    const Piece* p = std::upper_bound(pieces_, pieces_ + n_, start,
+                                      [](int64_t v, const Piece& q) {
+                                        return v < q.offset;
+                                      }) -
+                     1;
+    for (; p < pieces_ + n_ && p->offset < start + len; ++p) {
+      const int64_t from = std::max(start, p->offset);
+      const int64_t to = std::min(start + len, p->offset + p->count);
+      if (to > from)
+        fn(static_cast<char*>(p->data) + (from - p->offset) * esize_,
+           from - start, to - from);
+    }
+  }
+  // Copies elements [start, start + len) out to `dst`, or in from `src`.
+  void CopyOut(int64_t start, int64_t len, char* dst) const {
+    ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
+      std::memcpy(dst + at * esize_, p, k * esize_);
+    });
+  }
+  void CopyIn(int64_t start, int64_t len, const char* src) const {
+    ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
+      std::memcpy(p, src + at * esize_, k * esize_);
+    });
+  }
+  void ReduceFrom(int64_t start, int64_t len, const char* src, DataType dtype,
+                  ReduceOp op) const {
+    ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
+      ReduceInto(p, src + at * esize_, k, dtype, op);
+    });
+  }
+
+ private:
+  const Piece* pieces_;
+  size_t n_;
+  size_t esize_;
+};
+
 // Each round, member i reduces (up to w elements of) block i straight from
 // the peers' regions; with `gather`, it then publishes the result and copies
 // every other block's result, making this an allreduce.
-Status BlockRounds(ShmGroup& g, char* buf, const std::vector<int64_t>& counts,
-                   DataType dtype, ReduceOp op, bool gather) {
+Status BlockRounds(ShmGroup& g, const Run& run,
+                   const std::vector<int64_t>& counts, DataType dtype,
+                   ReduceOp op, bool gather) {
   const int n = g.size(), me = g.index();
   const size_t esize = DataTypeSize(dtype);
   const int64_t w = static_cast<int64_t>(g.region_bytes() / n / esize);
   const std::vector<int64_t> off = Offsets(counts);
   const int64_t rounds =
       Rounds(*std::max_element(counts.begin(), counts.end()), w);
-  auto at = [&](int b, int64_t j) { return buf + (off[b] + j * w) * esize; };
+  auto at = [&](int b, int64_t j) { return off[b] + j * w; };
   auto slot = [&](int member, int b) {
     return g.region(member) + static_cast<size_t>(b * w) * esize;
   };
   for (int64_t j = 0; j < rounds; ++j) {
     g.NextStep();
-    for (int b = 0; b < n; ++b) {
-      int64_t len = Piece(counts[b], j, w);
-      if (b != me && len > 0) std::memcpy(slot(me, b), at(b, j), len * esize);
-    }
+    for (int b = 0; b < n; ++b)
+      if (b != me)
+        run.CopyOut(at(b, j), RoundLen(counts[b], j, w), slot(me, b));
     HVD_RETURN_IF_ERROR(g.Barrier());
-    const int64_t mine = Piece(counts[me], j, w);
+    const int64_t mine = RoundLen(counts[me], j, w);
     if (mine > 0) {
       for (int p = 0; p < n; ++p)
-        if (p != me) ReduceInto(at(me, j), slot(p, me), mine, dtype, op);
-      if (gather) std::memcpy(slot(me, me), at(me, j), mine * esize);
+        if (p != me) run.ReduceFrom(at(me, j), mine, slot(p, me), dtype, op);
+      if (gather) run.CopyOut(at(me, j), mine, slot(me, me));
     }
     if (!gather) continue;
     HVD_RETURN_IF_ERROR(g.Barrier());
-    for (int b = 0; b < n; ++b) {
-      int64_t len = Piece(counts[b], j, w);
-      if (b != me && len > 0) std::memcpy(at(b, j), slot(b, b), len * esize);
-    }
+    for (int b = 0; b < n; ++b)
+      if (b != me) run.CopyIn(at(b, j), RoundLen(counts[b], j, w), slot(b, b));
   }
   return Status::OK();
 }
@@ -58,28 +107,41 @@ Status BlockRounds(ShmGroup& g, char* buf, const std::vector<int64_t>& counts,
 
 Status ShmAllreduce(ShmGroup& g, void* buf, int64_t count, DataType dtype,
                     ReduceOp op, int64_t small_bytes) {
+  const Piece whole{buf, 0, count};
+  return ShmAllreduce(g, &whole, 1, dtype, op, small_bytes);
+}
+
+Status ShmAllreduce(ShmGroup& g, const Piece* pieces, size_t np, DataType dtype,
+                    ReduceOp op, int64_t small_bytes) {
+  const Run run(pieces, np, DataTypeSize(dtype));
+  const int64_t count = run.count();
   if (count == 0) return Status::OK();
   const int n = g.size();
   const size_t esize = DataTypeSize(dtype);
   const int64_t bytes = count * static_cast<int64_t>(esize);
   if (bytes < small_bytes && bytes <= static_cast<int64_t>(g.region_bytes())) {
     g.NextStep();
-    std::memcpy(g.region(g.index()), buf, bytes);
+    run.CopyOut(0, count, g.region(g.index()));
     HVD_RETURN_IF_ERROR(g.Barrier());
     // Every member sums in member order: bit-identical results everywhere.
-    std::memcpy(buf, g.region(0), bytes);
-    for (int p = 1; p < n; ++p) ReduceInto(buf, g.region(p), count, dtype, op);
+    run.CopyIn(0, count, g.region(0));
+    for (int p = 1; p < n; ++p)
+      run.ReduceFrom(0, count, g.region(p), dtype, op);
     return Status::OK();
   }
   std::vector<int64_t> counts(n, count / n);
   for (int i = 0; i < count % n; ++i) counts[i] += 1;
-  return BlockRounds(g, static_cast<char*>(buf), counts, dtype, op, true);
+  return BlockRounds(g, run, counts, dtype, op, true);
 }
 
 Status ShmReduceScatter(ShmGroup& g, void* buf,
                         const std::vector<int64_t>& counts, DataType dtype,
                         ReduceOp op) {
-  return BlockRounds(g, static_cast<char*>(buf), counts, dtype, op, false);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const Piece whole{buf, 0, total};
+  return BlockRounds(g, Run(&whole, 1, DataTypeSize(dtype)), counts, dtype, op,
+                     false);
 }
 
 Status ShmAllgatherv(ShmGroup& g, const void* send, void* recv,
@@ -94,11 +156,11 @@ Status ShmAllgatherv(ShmGroup& g, const void* send, void* recv,
       Rounds(*std::max_element(bytes.begin(), bytes.end()), w);
   for (int64_t j = 0; j < rounds; ++j) {
     g.NextStep();
-    int64_t mine = Piece(bytes[me], j, w);
+    int64_t mine = RoundLen(bytes[me], j, w);
     if (mine > 0) std::memcpy(g.region(me), out + off[me] + j * w, mine);
     HVD_RETURN_IF_ERROR(g.Barrier());
     for (int m = 0; m < n; ++m) {
-      int64_t len = Piece(bytes[m], j, w);
+      int64_t len = RoundLen(bytes[m], j, w);
       if (m != me && len > 0)
         std::memcpy(out + off[m] + j * w, g.region(m), len);
     }
@@ -111,7 +173,7 @@ Status ShmBroadcast(ShmGroup& g, void* buf, int64_t bytes, int root) {
   char* p = static_cast<char*>(buf);
   for (int64_t j = 0; j < Rounds(bytes, w); ++j) {
     g.NextStep();
-    int64_t len = Piece(bytes, j, w);
+    int64_t len = RoundLen(bytes, j, w);
     if (g.index() == root) std::memcpy(g.region(root), p + j * w, len);
     HVD_RETURN_IF_ERROR(g.Barrier());
     if (g.index() != root) std::memcpy(p + j * w, g.region(root), len);
@@ -134,13 +196,13 @@ Status ShmAlltoallv(ShmGroup& g, const void* send,
   for (int64_t j = 0; j < Rounds(max_pair_bytes, w); ++j) {
     g.NextStep();
     for (int dst = 0; dst < n; ++dst) {
-      int64_t len = Piece(send_bytes[dst], j, w);
+      int64_t len = RoundLen(send_bytes[dst], j, w);
       if (dst != me && len > 0)
         std::memcpy(g.region(me) + dst * w, s + soff[dst] + j * w, len);
     }
     HVD_RETURN_IF_ERROR(g.Barrier());
     for (int src = 0; src < n; ++src) {
-      int64_t len = Piece(recv_bytes[src], j, w);
+      int64_t len = RoundLen(recv_bytes[src], j, w);
       if (src != me && len > 0)
         std::memcpy(d + roff[src] + j * w, g.region(src) + me * w, len);
     }

@@ -13,11 +13,24 @@
 
 namespace horovod {
 
+// `count` elements at `data` that stand at element `offset` of a longer
+// run: one tensor of a fused response. The pieces of a run are in offset
+// order and cover it without gaps.
+struct Piece {
+  void* data;
+  int64_t offset;
+  int64_t count;
+};
+
 // In place. Below `small_bytes` every member reduces the whole vector from
 // every region (one barrier: latency-optimal); otherwise member i reduces
 // block i straight from the peers' regions and the others copy it (each
 // byte crosses once: bandwidth-optimal).
 Status ShmAllreduce(ShmGroup& g, void* buf, int64_t count, DataType dtype,
+                    ReduceOp op, int64_t small_bytes);
+// The same over a run of `n` pieces, each read and written where it lies:
+// fused tensors need no fusion buffer (and no copies into and out of one).
+Status ShmAllreduce(ShmGroup& g, const Piece* pieces, size_t n, DataType dtype,
                     ReduceOp op, int64_t small_bytes);
 
 // In place: afterwards member i holds the reduction of its block

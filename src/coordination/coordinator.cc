@@ -48,7 +48,7 @@ void Coordinator::AddRequestList(int rank, const RequestList& list,
   for (const Request& r : list.requests) {
     Request q = r;
     q.rank = rank;  // a rank speaks only for itself
-    AddRequest(q, now);
+    AddRequest(std::move(q), now);
   }
   for (uint32_t slot : list.cache_hits) {
     if (cache_ == nullptr || !cache_->Has(slot) ||
@@ -62,7 +62,7 @@ void Coordinator::AddRequestList(int rank, const RequestList& list,
   RefreshCompleteness(now);
 }
 
-void Coordinator::AddRequest(const Request& r, Clock::time_point now) {
+void Coordinator::AddRequest(Request r, Clock::time_point now) {
   if (IsOp(r.op, OpType::kJoin)) {
     joined_[r.rank] = true;
     last_joined_ = r.rank;
@@ -77,8 +77,9 @@ void Coordinator::AddRequest(const Request& r, Clock::time_point now) {
     p.first_seen = now;
     p.order = next_order_++;
   }
-  p.requests[r.rank] = r;
-  p.have[r.rank] = true;
+  const int rank = r.rank;
+  p.have[rank] = true;
+  p.requests[rank] = std::move(r);
 }
 
 bool Coordinator::IsComplete(const Pending& p) const {
@@ -195,10 +196,9 @@ std::vector<std::string> Coordinator::TakeStallWarnings(Clock::time_point now) {
 }
 
 Response Coordinator::Validate(const Pending& p) {
-  std::vector<int> ranks;
-  for (size_t i = 0; i < p.have.size(); ++i)
-    if (p.have[i]) ranks.push_back(static_cast<int>(i));
-  const Request& a = p.requests[ranks[0]];
+  int first = 0;
+  while (!p.have[first]) ++first;
+  const Request& a = p.requests[first];
   Response resp = ResponseFor(a);
   auto fail = [&](const std::string& msg) {
     resp.error = true;
@@ -210,38 +210,40 @@ Response Coordinator::Validate(const Pending& p) {
   if (members == nullptr)
     return fail("process set " + std::to_string(a.process_set) +
                 " is not registered");
-  const std::string who = "tensor '" + a.name + "'";
+  // Only failures spell these out: the common case allocates nothing.
+  auto who = [&] { return "tensor '" + a.name + "'"; };
   auto at = [&](int r) { return "rank " + std::to_string(r); };
   const bool is_allreduce = IsOp(a.op, OpType::kAllreduce);
   const bool is_reducescatter = IsOp(a.op, OpType::kReducescatter);
   const bool gathers =
       IsOp(a.op, OpType::kAllgather) || IsOp(a.op, OpType::kAlltoall);
-  for (int r : ranks) {
+  for (int r = first + 1; r < static_cast<int>(p.have.size()); ++r) {
+    if (!p.have[r]) continue;
     const Request& b = p.requests[r];
     if (b.op != a.op)
-      return fail(std::string("Mismatched operations for ") + who + ": " +
-                  at(ranks[0]) + " requested " + OpName(a.op) + ", " + at(r) +
+      return fail(std::string("Mismatched operations for ") + who() + ": " +
+                  at(first) + " requested " + OpName(a.op) + ", " + at(r) +
                   " requested " + OpName(b.op) + ".");
     if (b.dtype != a.dtype && !IsOp(a.op, OpType::kBarrier))
-      return fail("Mismatched data types for " + who + ": " + at(ranks[0]) +
+      return fail("Mismatched data types for " + who() + ": " + at(first) +
                   " has " + DataTypeName(a.dtype) + ", " + at(r) + " has " +
                   DataTypeName(b.dtype) + ".");
     if ((is_allreduce || is_reducescatter) && b.reduce_op != a.reduce_op)
-      return fail(std::string("Mismatched reduce operations for ") + who +
-                  ": " + at(ranks[0]) + " uses " + ReduceOpName(a.reduce_op) +
+      return fail(std::string("Mismatched reduce operations for ") + who() +
+                  ": " + at(first) + " uses " + ReduceOpName(a.reduce_op) +
                   ", " + at(r) + " uses " + ReduceOpName(b.reduce_op) + ".");
     if ((is_allreduce || is_reducescatter) &&
         (b.prescale != a.prescale || b.postscale != a.postscale))
-      return fail("Mismatched prescale/postscale factors for " + who + ": " +
-                  at(ranks[0]) + " has (" + Fmt(a.prescale) + ", " +
+      return fail("Mismatched prescale/postscale factors for " + who() + ": " +
+                  at(first) + " has (" + Fmt(a.prescale) + ", " +
                   Fmt(a.postscale) + "), " + at(r) + " has (" +
                   Fmt(b.prescale) + ", " + Fmt(b.postscale) + ").");
     if (IsOp(a.op, OpType::kBroadcast) && b.root != a.root)
-      return fail("Mismatched broadcast root ranks for " + who + ": " +
-                  at(ranks[0]) + " uses root " + std::to_string(a.root) + ", " +
+      return fail("Mismatched broadcast root ranks for " + who() + ": " +
+                  at(first) + " uses root " + std::to_string(a.root) + ", " +
                   at(r) + " uses root " + std::to_string(b.root) + ".");
     if (b.device != a.device)
-      return fail("Mismatched devices for " + who + ": " + at(ranks[0]) +
+      return fail("Mismatched devices for " + who() + ": " + at(first) +
                   " has device " + std::to_string(a.device) + ", " + at(r) +
                   " has device " + std::to_string(b.device) + ".");
     if (gathers) {
@@ -250,13 +252,13 @@ Response Coordinator::Validate(const Pending& p) {
         same = a.shape[d] == b.shape[d];
       if (!same)
         return fail(std::string("Mismatched ") + OpName(a.op) +
-                    " tensor shapes for " + who + ": " + at(ranks[0]) +
-                    " has " + ShapeString(a.shape) + ", " + at(r) + " has " +
+                    " tensor shapes for " + who() + ": " + at(first) + " has " +
+                    ShapeString(a.shape) + ", " + at(r) + " has " +
                     ShapeString(b.shape) +
                     " (all dimensions but the first must match).");
     } else if (b.shape != a.shape && !IsOp(a.op, OpType::kBarrier)) {
       return fail("Mismatched " + std::string(OpName(a.op)) +
-                  " tensor shapes for " + who + ": " + at(ranks[0]) + " has " +
+                  " tensor shapes for " + who() + ": " + at(first) + " has " +
                   ShapeString(a.shape) + ", " + at(r) + " has " +
                   ShapeString(b.shape) + ".");
     }
@@ -265,20 +267,20 @@ Response Coordinator::Validate(const Pending& p) {
   if (!is_allreduce && !IsOp(a.op, OpType::kBarrier)) {
     for (int m : *members)
       if (!p.have[m] && joined_[m])
-        return fail(std::string(OpName(a.op)) + " of " + who +
+        return fail(std::string(OpName(a.op)) + " of " + who() +
                     " is not supported after rank " + std::to_string(m) +
                     " called join().");
   }
   if (IsOp(a.op, OpType::kBroadcast) && !p.have[a.root])
     return fail("broadcast root rank " + std::to_string(a.root) +
-                " did not submit " + who + ".");
+                " did not submit " + who() + ".");
   if (IsOp(a.op, OpType::kAllgather)) {
     for (int m : *members) resp.sizes.push_back(p.requests[m].shape[0]);
   } else if (IsOp(a.op, OpType::kAlltoall)) {
     for (int m : *members) {
       const Request& b = p.requests[m];
       if (b.splits.size() != members->size())
-        return fail("alltoall splits of " + who + " on " + at(m) + " have " +
+        return fail("alltoall splits of " + who() + " on " + at(m) + " have " +
                     std::to_string(b.splits.size()) + " entries, expected " +
                     std::to_string(members->size()) + ".");
       for (int64_t s : b.splits) resp.sizes.push_back(s);
@@ -303,8 +305,8 @@ void Coordinator::Fuse(std::vector<Response>* responses) const {
             o.device == r.device && o.prescale == r.prescale &&
             o.postscale == r.postscale &&
             bytes[i] + nbytes <= config_.fusion_threshold) {
-          o.names.push_back(r.names[0]);
-          o.shapes.push_back(r.shapes[0]);
+          o.names.push_back(std::move(r.names[0]));
+          o.shapes.push_back(std::move(r.shapes[0]));
           bytes[i] += nbytes;
           fusable = false;
           nbytes = -1;
@@ -324,13 +326,13 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
   ResponseList list;
   list.stale_hits.swap(stale_);
   // Ready entries in submission order; a group goes out only when complete.
-  std::vector<std::pair<uint64_t, std::string>> ready;
+  std::vector<std::pair<uint64_t, Table::iterator>> ready;
   std::map<std::string, int> group_ready;
-  for (auto& kv : table_) {
-    Pending& p = kv.second;
+  for (auto kv = table_.begin(); kv != table_.end(); ++kv) {
+    Pending& p = kv->second;
     const Request* any = &First(p);
     if (p.complete) {
-      ready.emplace_back(p.order, kv.first);
+      ready.emplace_back(p.order, kv);
       if (any->group_size > 0)
         group_ready[std::to_string(any->process_set) + ":" + any->group]++;
       continue;
@@ -344,16 +346,18 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
           RankList(Missing(p)) + " within " + Fmt(config_.stall_shutdown_s) +
           " seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS); failing it on "
           "every rank.";
-      ready.emplace_back(p.order, kv.first);
+      ready.emplace_back(p.order, kv);
       p.complete = true;
       p.stalled = true;
       list.responses.push_back(err);
     }
   }
-  std::sort(ready.begin(), ready.end());
+  std::sort(ready.begin(), ready.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<Response> responses;
+  responses.reserve(ready.size());
   for (auto& o : ready) {
-    auto it = table_.find(o.second);
+    auto it = o.second;
     Pending& p = it->second;
     const Request* any = &First(p);
     if (p.stalled) {  // already reported above

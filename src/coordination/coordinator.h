@@ -66,16 +66,17 @@ class Coordinator {
   };
   static const Request& First(const Pending& p);
 
-  void AddRequest(const Request& r, Clock::time_point now);
+  void AddRequest(Request r, Clock::time_point now);
   void RefreshCompleteness(Clock::time_point now);
   bool IsComplete(const Pending& p) const;
   std::vector<int> Missing(const Pending& p) const;
   Response Validate(const Pending& p);
   void Fuse(std::vector<Response>* responses) const;
 
+  using Table = std::map<std::string, Pending>;
   CoordinatorConfig config_;
   const ResponseCache* cache_;
-  std::map<std::string, Pending> table_;
+  Table table_;
   uint64_t next_order_ = 0;
   std::map<int, std::vector<int>> process_sets_;
   int next_process_set_ = 1;

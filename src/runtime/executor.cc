@@ -5,6 +5,7 @@
 
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
+#include "collectives/shm_collectives.h"
 
 namespace horovod {
 namespace {
@@ -164,66 +165,105 @@ Status Executor::Execute(const Response& r) {
 }
 
 Status Executor::Allreduce(const Response& r, Plan& plan) {
-  Communicator& comm = *plan.all;
-  const size_t n = r.names.size();
-  const size_t esize = DataTypeSize(r.dtype);
-  std::vector<TensorEntry> entries(n);
-  std::vector<bool> present(n);
-  int64_t total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    present[i] = queue_->Take(KeyOf(r.process_set, r.names[i]), &entries[i]);
-    total += Product(r.shapes[i]);
-  }
-  ReduceOp op =
+  queue_->TakeMany(r.process_set, r.names, &entries_, &present_);
+  const ReduceOp op =
       r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : r.reduce_op;
   double post = r.postscale;
-  if (r.reduce_op == ReduceOp::kAverage) post /= comm.size();
+  if (r.reduce_op == ReduceOp::kAverage) post /= plan.all->size();
+  // Shared memory reads and writes the tensors where they lie; the other
+  // algorithms want one contiguous buffer.
+  Status st = plan.all->shm() != nullptr && plan.local == nullptr
+                  ? AllreduceInPlace(r, *plan.all, op, post)
+                  : AllreduceBuffered(r, plan, op, post);
+  for (size_t i = 0; i < r.names.size(); ++i)
+    if (present_[i]) Done(entries_[i], st);
+  entries_.clear();  // keeps the capacity, releases the handles
+  return st;
+}
+
+Status Executor::AllreduceInPlace(const Response& r, Communicator& comm,
+                                  ReduceOp op, double post) {
+  const size_t n = r.names.size();
+  const size_t esize = DataTypeSize(r.dtype);
+  // A joined rank contributes zeros for the tensors it lacks, each in its
+  // own stretch of the fusion buffer (they are reduced into, so they must
+  // not overlap).
+  int64_t missing = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (!present_[i]) missing += Product(r.shapes[i]);
+  char* zeros = nullptr;
+  if (missing > 0) {
+    zeros = fusion_buffer_.Get(static_cast<size_t>(missing) * esize);
+    std::memset(zeros, 0, static_cast<size_t>(missing) * esize);
+  }
+  pieces_.clear();
+  int64_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t count = Product(r.shapes[i]);
+    void* data = present_[i] ? entries_[i].tensor.data : zeros;
+    if (!present_[i]) zeros += count * esize;
+    pieces_.push_back({data, offset, count});
+    offset += count;
+  }
+  for (const Piece& p : pieces_)
+    ScaleBuffer(p.data, p.count, r.dtype, r.prescale);
+  MarkTransfer(r, comm);
+  HVD_RETURN_IF_ERROR(ShmAllreduce(*comm.shm(), pieces_.data(), pieces_.size(),
+                                   r.dtype, op,
+                                   comm.config().small_allreduce_bytes));
+  for (const Piece& p : pieces_) ScaleBuffer(p.data, p.count, r.dtype, post);
+  return Status::OK();
+}
+
+Status Executor::AllreduceBuffered(const Response& r, Plan& plan, ReduceOp op,
+                                   double post) {
+  const size_t n = r.names.size();
+  const size_t esize = DataTypeSize(r.dtype);
+  int64_t total = 0;
+  for (size_t i = 0; i < n; ++i) total += Product(r.shapes[i]);
   // A single tensor is reduced where it lies; several (or a joined rank's
   // zeros) go through the persistent fusion buffer.
   char* buf;
-  const bool in_place = n == 1 && present[0];
+  const bool in_place = n == 1 && present_[0];
   if (in_place) {
-    buf = static_cast<char*>(entries[0].tensor.data);
+    buf = static_cast<char*>(entries_[0].tensor.data);
   } else {
     Mark(r, "MEMCPY_IN_FUSION_BUFFER");
     buf = fusion_buffer_.Get(static_cast<size_t>(total) * esize);
     size_t off = 0;
     for (size_t i = 0; i < n; ++i) {
       size_t bytes = static_cast<size_t>(Product(r.shapes[i])) * esize;
-      if (present[i])
-        std::memcpy(buf + off, entries[i].tensor.data, bytes);
+      if (present_[i])
+        std::memcpy(buf + off, entries_[i].tensor.data, bytes);
       else
         std::memset(buf + off, 0, bytes);
       off += bytes;
     }
   }
   ScaleBuffer(buf, total, r.dtype, r.prescale);
-  Status st;
   if (plan.local != nullptr) {
     // Timeline activities such as SHM_HOST_ALLREDUCE, TCP_CROSS_ALLREDUCE.
     PhaseFn phase = [&](const char* name, const Communicator& c) {
       Mark(r, (TransportPrefix(c) + name).c_str());
     };
-    st = HierarchicalAllreduce(
+    HVD_RETURN_IF_ERROR(HierarchicalAllreduce(
         *plan.local, plan.cross.get(), buf, total, r.dtype, op,
-        timeline_ != nullptr && timeline_->active() ? &phase : nullptr);
+        timeline_ != nullptr && timeline_->active() ? &phase : nullptr));
   } else {
-    MarkTransfer(r, comm);
-    st = horovod::Allreduce(comm, buf, total, r.dtype, op);
+    MarkTransfer(r, *plan.all);
+    HVD_RETURN_IF_ERROR(horovod::Allreduce(*plan.all, buf, total, r.dtype, op));
   }
-  if (st.ok()) ScaleBuffer(buf, total, r.dtype, post);
-  if (st.ok() && !in_place) {
+  ScaleBuffer(buf, total, r.dtype, post);
+  if (!in_place) {
     Mark(r, "MEMCPY_OUT_FUSION_BUFFER");
     size_t off = 0;
     for (size_t i = 0; i < n; ++i) {
       size_t bytes = static_cast<size_t>(Product(r.shapes[i])) * esize;
-      if (present[i]) std::memcpy(entries[i].tensor.data, buf + off, bytes);
+      if (present_[i]) std::memcpy(entries_[i].tensor.data, buf + off, bytes);
       off += bytes;
     }
   }
-  for (size_t i = 0; i < n; ++i)
-    if (present[i]) Done(entries[i], st);
-  return st;
+  return Status::OK();
 }
 
 Status Executor::Allgather(const Response& r, Communicator& comm) {

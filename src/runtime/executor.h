@@ -12,6 +12,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/hierarchical_allreduce.h"
+#include "collectives/shm_collectives.h"
 #include "common/knobs.h"
 #include "coordination/message.h"
 #include "runtime/process_set_table.h"
@@ -51,7 +52,14 @@ class Executor {
   Plan* PlanFor(int process_set);
   Communicator MakeComm(const std::vector<int>& members);
 
+  // Takes the response's entries, runs one of the two below, completes.
   Status Allreduce(const Response& r, Plan& plan);
+  // Over shared memory: the tensors are reduced where they lie.
+  Status AllreduceInPlace(const Response& r, Communicator& comm, ReduceOp op,
+                          double post);
+  // Through the fusion buffer (unless a single tensor): TCP, hierarchical.
+  Status AllreduceBuffered(const Response& r, Plan& plan, ReduceOp op,
+                           double post);
   Status Allgather(const Response& r, Communicator& comm);
   Status Broadcast(const Response& r, Communicator& comm);
   Status Alltoall(const Response& r, Communicator& comm);
@@ -76,6 +84,10 @@ class Executor {
   Scratch algo_scratch_;   // algorithm temporaries
   Scratch fusion_buffer_;  // packed tensors of a fused response
   std::vector<TensorEntry> broken_;
+  // Reused by Allreduce for the entries of a response.
+  std::vector<TensorEntry> entries_;
+  std::vector<bool> present_;
+  std::vector<Piece> pieces_;
 };
 
 }  // namespace horovod

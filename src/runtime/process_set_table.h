@@ -6,6 +6,7 @@
 #define HOROVOD_RUNTIME_PROCESS_SET_TABLE_H_
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -16,18 +17,23 @@ class ProcessSetTable {
   explicit ProcessSetTable(int size) {
     std::vector<int> all(size);
     for (int i = 0; i < size; ++i) all[i] = i;
-    sets_[0] = all;
+    sets_[0] = std::make_shared<const std::vector<int>>(std::move(all));
   }
   bool Get(int id, std::vector<int>* ranks) const {
+    auto found = Find(id);
+    if (found == nullptr) return false;
+    *ranks = *found;
+    return true;
+  }
+  // The members without copying them (the enqueue path); null if unknown.
+  std::shared_ptr<const std::vector<int>> Find(int id) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sets_.find(id);
-    if (it == sets_.end()) return false;
-    *ranks = it->second;
-    return true;
+    return it == sets_.end() ? nullptr : it->second;
   }
   void Put(int id, std::vector<int> ranks) {
     std::lock_guard<std::mutex> lock(mu_);
-    sets_[id] = std::move(ranks);
+    sets_[id] = std::make_shared<const std::vector<int>>(std::move(ranks));
   }
   void Remove(int id) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -42,7 +48,7 @@ class ProcessSetTable {
 
  private:
   mutable std::mutex mu_;
-  std::map<int, std::vector<int>> sets_;
+  std::map<int, std::shared_ptr<const std::vector<int>>> sets_;
 };
 
 }  // namespace horovod

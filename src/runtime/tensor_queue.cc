@@ -15,11 +15,11 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return closed_;
+    std::vector<std::string> keys(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
-      const std::string key = entries[i].request.Key();
-      bool dup = in_flight_.count(key) > 0;
-      for (size_t j = 0; j < i && !dup; ++j)
-        dup = entries[j].request.Key() == key;
+      keys[i] = entries[i].request.Key();
+      bool dup = in_flight_.count(keys[i]) > 0;
+      for (size_t j = 0; j < i && !dup; ++j) dup = keys[j] == keys[i];
       if (dup)
         return Status::InvalidArgument(
             "Duplicate tensor name '" + entries[i].request.name + "' on rank " +
@@ -27,9 +27,9 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
             ": an operation with this name is already in flight. Give each "
             "in-flight tensor a unique name.");
     }
-    for (auto& e : entries) {
-      fresh_.push_back(e.request);
-      in_flight_.emplace(e.request.Key(), std::move(e));
+    for (size_t i = 0; i < entries.size(); ++i) {
+      fresh_.push_back(entries[i].request);
+      in_flight_.emplace(std::move(keys[i]), std::move(entries[i]));
     }
   }
   Wake();
@@ -50,6 +50,26 @@ bool TensorQueue::Take(const std::string& key, TensorEntry* out) {
   *out = std::move(it->second);
   in_flight_.erase(it);
   return true;
+}
+
+void TensorQueue::TakeMany(int process_set,
+                           const std::vector<std::string>& names,
+                           std::vector<TensorEntry>* out,
+                           std::vector<bool>* present) {
+  out->resize(names.size());
+  present->assign(names.size(), false);
+  std::string key = std::to_string(process_set) + ":";
+  const size_t prefix = key.size();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < names.size(); ++i) {
+    key.resize(prefix);
+    key += names[i];
+    auto it = in_flight_.find(key);
+    if (it == in_flight_.end()) continue;
+    (*out)[i] = std::move(it->second);
+    (*present)[i] = true;
+    in_flight_.erase(it);
+  }
 }
 
 bool TensorQueue::Find(const std::string& key, Request* out) {

@@ -35,6 +35,10 @@ class TensorQueue {
   std::vector<Request> TakeNew();
   // Removes and returns the entry, or false if this rank has none.
   bool Take(const std::string& key, TensorEntry* out);
+  // Take for each of `names` in `process_set`, under one lock:
+  // (*present)[i] says whether (*out)[i] was found.
+  void TakeMany(int process_set, const std::vector<std::string>& names,
+                std::vector<TensorEntry>* out, std::vector<bool>* present);
   // Copies the in-flight request under `key`; false if there is none.
   bool Find(const std::string& key, Request* out);
   // Fails every in-flight entry; later Adds are refused with `status`.

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "collectives/reduce.h"
+#include "collectives/shm_collectives.h"
 #include "transport/loopback_transport.h"
 #include "transport/shm_group.h"
 
@@ -253,6 +254,52 @@ INSTANTIATE_TEST_SUITE_P(Backends, Collectives,
                                       ? std::string("SharedMemory")
                                       : std::string("Transport");
                          });
+
+// A fused response's tensors, reduced where they lie: the run is cut into
+// uneven pieces (some empty, some a single element) living in separate
+// buffers; every member must end with the reduction of the whole run.
+void CheckPieces(int n, int64_t count, DataType t, ReduceOp op,
+                 int64_t small_bytes) {
+  bool tiny = op == ReduceOp::kProduct;
+  std::vector<char> want = Fill(t, count, 0, tiny);
+  for (int r = 1; r < n; ++r)
+    ReduceInto(want.data(), Fill(t, count, r, tiny).data(), count, t, op);
+  const size_t esize = DataTypeSize(t);
+  std::vector<int64_t> cuts = {0};
+  for (int64_t len = 0; cuts.back() < count; len = (len * 7 + 3) % 1500)
+    cuts.push_back(std::min(count, cuts.back() + len));
+  std::vector<std::vector<char>> got(n);
+  RunRanks(n, [&](Communicator& c) {
+    const int r = c.rank();
+    std::vector<char> mine = Fill(t, count, r, tiny);
+    std::vector<std::vector<char>> bufs;
+    std::vector<Piece> pieces;
+    for (size_t k = 1; k < cuts.size(); ++k)
+      bufs.emplace_back(mine.begin() + cuts[k - 1] * esize,
+                        mine.begin() + cuts[k] * esize);
+    for (size_t k = 0; k < bufs.size(); ++k)
+      pieces.push_back({bufs[k].data(), cuts[k], cuts[k + 1] - cuts[k]});
+    ASSERT_TRUE(
+        ShmAllreduce(*c.shm(), pieces.data(), pieces.size(), t, op, small_bytes)
+            .ok());
+    for (auto& b : bufs) got[r].insert(got[r].end(), b.begin(), b.end());
+  });
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(got[r], want)
+        << "rank " << r << " n=" << n << " count=" << count
+        << " dtype=" << DataTypeName(t) << " op=" << ReduceOpName(op);
+}
+
+TEST(SharedMemory, AllreduceOverPiecesInPlace) {
+  g_backend = Backend::kShm;
+  for (int n : {2, 3, 5})
+    for (DataType t : kAllTypes)
+      for (ReduceOp op : kOps)
+        for (int64_t count : {1, 40, 5000})
+          // Every member reduces everything (small) and block rounds (large).
+          for (int64_t small : {int64_t{1} << 30, int64_t{0}})
+            CheckPieces(n, count, t, op, small);
+}
 
 TEST(Reduce, HalfPrecisionConversions) {
   EXPECT_EQ(HalfToFloat(FloatToHalf(1.5f)), 1.5f);

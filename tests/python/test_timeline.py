@@ -8,6 +8,8 @@ import sys
 import time
 from collections import defaultdict
 
+import pytest
+
 from conftest import assert_ok, horovodrun, worker
 
 
@@ -36,12 +38,14 @@ def check_spans(events):
     return opened, names
 
 
-def test_timeline_is_valid_json_while_the_job_runs(tmp_path):
+@pytest.mark.parametrize("transport", ["SHM", "TCP"])
+def test_timeline_is_valid_json_while_the_job_runs(tmp_path, transport):
     path = str(tmp_path / "timeline.json")
     cmd = [sys.executable, "-m", "horovod.runner", "-np", "2",
            "--timeline-filename", path, "--timeline-mark-cycles",
            sys.executable, worker("timeline.py"), "static", "200000"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+    env = dict(os.environ, HOROVOD_SHM_DISABLE="1" if transport == "TCP" else "0")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env,
                             stderr=subprocess.STDOUT, text=True)
     parsed, sizes = 0, []
     try:
@@ -70,14 +74,20 @@ def test_timeline_is_valid_json_while_the_job_runs(tmp_path):
     assert "NEGOTIATE_ALLREDUCE" in spans and "ALLREDUCE" in spans
     # Activities nest inside the operation (depth 1).
     acts = {n for n, depth in opened[grad] if depth == 1}
-    assert {"QUEUE", "SHM_ALLREDUCE", "MEMCPY_IN_FUSION_BUFFER",
-            "MEMCPY_OUT_FUSION_BUFFER"} <= acts, acts
+    assert {"QUEUE", transport + "_ALLREDUCE"} <= acts, acts
+    # Fused tensors pass through the fusion buffer over TCP; shared memory
+    # reduces them where they lie.
+    copies = {"MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER"}
+    if transport == "TCP":
+        assert copies <= acts, acts
+    else:
+        assert not copies & acts, acts
     # One tick per rank that reported the tensor ready.
     ticks = {e["name"] for e in events
              if e["ph"] == "X" and e["pid"] == grad}
     assert ticks == {"0", "1"}, ticks
     gather = [n for n, _ in opened[by_name["static.gather"]]]
-    assert "NEGOTIATE_ALLGATHER" in gather and "SHM_ALLGATHER" in gather
+    assert "NEGOTIATE_ALLGATHER" in gather and transport + "_ALLGATHER" in gather
     assert any(e["name"] == "CYCLE_START" for e in events)
 
 
