@@ -60,6 +60,12 @@ class Run {
       ReduceInto(p, src + at * esize_, k, dtype, op);
     });
   }
+  void Scale(int64_t start, int64_t len, DataType dtype, double factor) const {
+    if (factor == 1.0) return;
+    ForEach(start, len, [&](char* p, int64_t, int64_t k) {
+      ScaleBuffer(p, k, dtype, factor);
+    });
+  }
 
  private:
   const Piece* pieces_;
@@ -68,11 +74,12 @@ class Run {
 };
 
 // Each round, member i reduces (up to w elements of) block i straight from
-// the peers' regions; with `gather`, it then publishes the result and copies
-// every other block's result, making this an allreduce.
+// the peers' regions; with `gather`, it then scales it by `post`, publishes
+// the result and copies every other block's result, making this an
+// allreduce.
 Status BlockRounds(ShmGroup& g, const Run& run,
                    const std::vector<int64_t>& counts, DataType dtype,
-                   ReduceOp op, bool gather) {
+                   ReduceOp op, bool gather, double post = 1.0) {
   const int n = g.size(), me = g.index();
   const size_t esize = DataTypeSize(dtype);
   const int64_t w = static_cast<int64_t>(g.region_bytes() / n / esize);
@@ -93,7 +100,10 @@ Status BlockRounds(ShmGroup& g, const Run& run,
     if (mine > 0) {
       for (int p = 0; p < n; ++p)
         if (p != me) run.ReduceFrom(at(me, j), mine, slot(p, me), dtype, op);
-      if (gather) run.CopyOut(at(me, j), mine, slot(me, me));
+      if (gather) {
+        run.Scale(at(me, j), mine, dtype, post);
+        run.CopyOut(at(me, j), mine, slot(me, me));
+      }
     }
     if (!gather) continue;
     HVD_RETURN_IF_ERROR(g.Barrier());
@@ -112,7 +122,7 @@ Status ShmAllreduce(ShmGroup& g, void* buf, int64_t count, DataType dtype,
 }
 
 Status ShmAllreduce(ShmGroup& g, const Piece* pieces, size_t np, DataType dtype,
-                    ReduceOp op, int64_t small_bytes) {
+                    ReduceOp op, int64_t small_bytes, double postscale) {
   const Run run(pieces, np, DataTypeSize(dtype));
   const int64_t count = run.count();
   if (count == 0) return Status::OK();
@@ -127,11 +137,12 @@ Status ShmAllreduce(ShmGroup& g, const Piece* pieces, size_t np, DataType dtype,
     run.CopyIn(0, count, g.region(0));
     for (int p = 1; p < n; ++p)
       run.ReduceFrom(0, count, g.region(p), dtype, op);
+    run.Scale(0, count, dtype, postscale);
     return Status::OK();
   }
   std::vector<int64_t> counts(n, count / n);
   for (int i = 0; i < count % n; ++i) counts[i] += 1;
-  return BlockRounds(g, run, counts, dtype, op, true);
+  return BlockRounds(g, run, counts, dtype, op, true, postscale);
 }
 
 Status ShmReduceScatter(ShmGroup& g, void* buf,

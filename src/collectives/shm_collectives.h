@@ -30,8 +30,10 @@ Status ShmAllreduce(ShmGroup& g, void* buf, int64_t count, DataType dtype,
                     ReduceOp op, int64_t small_bytes);
 // The same over a run of `n` pieces, each read and written where it lies:
 // fused tensors need no fusion buffer (and no copies into and out of one).
+// The result is multiplied by `postscale` (Average's 1/size), by each
+// block's owner while the block is still in cache.
 Status ShmAllreduce(ShmGroup& g, const Piece* pieces, size_t n, DataType dtype,
-                    ReduceOp op, int64_t small_bytes);
+                    ReduceOp op, int64_t small_bytes, double postscale = 1.0);
 
 // In place: afterwards member i holds the reduction of its block
 // (elements [offsets[i], offsets[i] + counts[i]) of `buf`).

@@ -296,7 +296,7 @@ class EngineImpl {
     config.spin_us = knobs_.spin_time_us >= 0 ? knobs_.spin_time_us
                      : static_cast<int>(local.size()) <= cores ? 50
                                                                : 0;
-    spin_us_ = config.spin_us;
+    loop_spin_ = AdaptiveSpin(config.spin_us);
     std::vector<int> fds(job_.size, -1);
     for (int r = 0; r < job_.size; ++r)
       if (r != job_.rank) fds[r] = tcp->PeerFd(r);
@@ -332,9 +332,14 @@ class EngineImpl {
       // after the last pass will not ring again.
       for (auto& link : control_)
         if (link->valid() && link->HasData()) timeout_ms = 0;
-      if (!bell_->Wait(bell_seen_, spin_us_, timeout_ms))
+      const auto start = Clock::now();
+      if (!bell_->Wait(bell_seen_, loop_spin_.spin_us(), timeout_ms))
         for (auto& link : control_)
           if (link->valid()) link->Probe();
+      if (timeout_ms > 0)
+        loop_spin_.Record(
+            std::chrono::duration<double, std::micro>(Clock::now() - start)
+                .count());
       bell_seen_ = bell_->Read();  // before looking: later rings wake us
       return;
     }
@@ -618,7 +623,7 @@ class EngineImpl {
   std::unique_ptr<LoopbackFabric> fabric_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<ShmGroup> shm_;
-  double spin_us_ = 0;
+  AdaptiveSpin loop_spin_;  // waits for work on the shared-memory doorbell
   std::vector<std::unique_ptr<ControlLink>> control_;
   Doorbell* bell_ = nullptr;  // set when control frames go through shm_
   uint32_t bell_seen_ = 0;

@@ -208,11 +208,8 @@ Status Executor::AllreduceInPlace(const Response& r, Communicator& comm,
   for (const Piece& p : pieces_)
     ScaleBuffer(p.data, p.count, r.dtype, r.prescale);
   MarkTransfer(r, comm);
-  HVD_RETURN_IF_ERROR(ShmAllreduce(*comm.shm(), pieces_.data(), pieces_.size(),
-                                   r.dtype, op,
-                                   comm.config().small_allreduce_bytes));
-  for (const Piece& p : pieces_) ScaleBuffer(p.data, p.count, r.dtype, post);
-  return Status::OK();
+  return ShmAllreduce(*comm.shm(), pieces_.data(), pieces_.size(), r.dtype, op,
+                      comm.config().small_allreduce_bytes, post);
 }
 
 Status Executor::AllreduceBuffered(const Response& r, Plan& plan, ReduceOp op,

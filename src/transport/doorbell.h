@@ -32,6 +32,29 @@ bool SpinUntil(Pred done, double spin_us) {
   }
 }
 
+// How long to busy-poll before sleeping, learned from how recent waits
+// ended. Spinning pays only while the awaited event usually comes within
+// the window: ranks with a core each, trading small messages. When waits run
+// longer (a framework thread computing on the core, a peer that is busy),
+// every spin is CPU taken from that work, so it stops spinning until short
+// waits come back; waits that sleep are measured too, so it notices. Used by
+// one thread.
+class AdaptiveSpin {
+ public:
+  explicit AdaptiveSpin(double window_us = 0) : window_us_(window_us) {}
+  // The spin for the next wait: the whole window or nothing.
+  double spin_us() const { return short_share_ >= 0.5 ? window_us_ : 0; }
+  // The wait that just ended took `waited_us`, spinning and sleeping.
+  void Record(double waited_us) {
+    const double is_short = waited_us <= window_us_ ? 1.0 : 0.0;
+    short_share_ += (is_short - short_share_) / 16;
+  }
+
+ private:
+  double window_us_;
+  double short_share_ = 1.0;  // moving share of waits within the window
+};
+
 struct Doorbell {
   std::atomic<uint32_t> seq{0};
   std::atomic<uint32_t> sleepers{0};

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "common/deadline.h"
@@ -97,6 +98,7 @@ Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
   g->members_ = members;
   g->config_ = config;
   g->config_.region_bytes = (config.region_bytes + 63) / 64 * 64;
+  g->spin_ = AdaptiveSpin(config.spin_us);
   const int n = static_cast<int>(members.size());
   for (int i = 0; i < n; ++i)
     if (members[i] == transport->rank()) g->me_ = i;
@@ -177,20 +179,30 @@ Status ShmGroup::Barrier() {
 
 Status ShmGroup::WaitFor(int m, uint32_t target) {
   Control* c = control(m);
-  if (SpinUntil(
-          [&] {
-            return Reached(c->arrived.load(std::memory_order_acquire), target);
-          },
-          config_.spin_us))
+  auto reached = [&] {
+    return Reached(c->arrived.load(std::memory_order_acquire), target);
+  };
+  if (reached()) return Status::OK();
+  const auto start = std::chrono::steady_clock::now();
+  auto record = [&] {
+    spin_.Record(std::chrono::duration<double, std::micro>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+  };
+  if (SpinUntil(reached, spin_.spin_us())) {
+    record();
     return Status::OK();
+  }
   Deadline deadline = Deadline::After(config_.timeout_s);
   while (true) {
     c->waiters.fetch_add(1, std::memory_order_seq_cst);
     uint32_t v = c->arrived.load(std::memory_order_seq_cst);
     if (!Reached(v, target)) FutexWait(&c->arrived, v, kSleepSliceMs);
     c->waiters.fetch_sub(1, std::memory_order_seq_cst);
-    if (Reached(c->arrived.load(std::memory_order_acquire), target))
+    if (reached()) {
+      record();
       return Status::OK();
+    }
     HVD_RETURN_IF_ERROR(PeerFailure(m));
     if (deadline.Expired())
       return Status::Timeout(

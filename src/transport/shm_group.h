@@ -9,8 +9,9 @@
 // makes one barrier per step enough: a rank rewrites a half only after every
 // member has passed a later barrier, i.e. has finished reading it.
 //
-// Waiting spins for a short while (cheap when every rank has a core), then
-// sleeps on a futex in the peer's segment (so oversubscribed ranks give the
+// Waiting spins for a short while (cheap when every rank has a core, and
+// only while recent waits were that short: AdaptiveSpin), then sleeps on a
+// futex in the peer's segment (so oversubscribed ranks give the
 // core to the one doing the work). Every wait has the operation deadline and
 // notices a dead peer: the peer's TCP link is polled for hang-up while
 // sleeping, since the kernel closes it the moment the process dies.
@@ -35,7 +36,7 @@ namespace horovod {
 struct ShmConfig {
   size_t region_bytes = 4u << 20;  // per half
   double timeout_s = 300;          // longest wait for a silent peer
-  double spin_us = 50;             // busy-wait before sleeping
+  double spin_us = 50;             // most busy-waiting before sleeping
 };
 
 class ShmGroup {
@@ -92,6 +93,7 @@ class ShmGroup {
   std::vector<ShmSegment> segments_;  // by member index
   std::vector<int> liveness_fds_;     // by member index
   ShmConfig config_;
+  AdaptiveSpin spin_;  // barrier waits
   int parity_ = 0;
   uint32_t seq_ = 0;
   std::atomic<bool> aborted_{false};

@@ -259,11 +259,13 @@ INSTANTIATE_TEST_SUITE_P(Backends, Collectives,
 // uneven pieces (some empty, some a single element) living in separate
 // buffers; every member must end with the reduction of the whole run.
 void CheckPieces(int n, int64_t count, DataType t, ReduceOp op,
-                 int64_t small_bytes) {
+                 int64_t small_bytes, double post) {
   bool tiny = op == ReduceOp::kProduct;
   std::vector<char> want = Fill(t, count, 0, tiny);
   for (int r = 1; r < n; ++r)
     ReduceInto(want.data(), Fill(t, count, r, tiny).data(), count, t, op);
+  if (t == DataType::kBool) post = 1.0;  // bool is never scaled
+  ScaleBuffer(want.data(), count, t, post);
   const size_t esize = DataTypeSize(t);
   std::vector<int64_t> cuts = {0};
   for (int64_t len = 0; cuts.back() < count; len = (len * 7 + 3) % 1500)
@@ -279,15 +281,15 @@ void CheckPieces(int n, int64_t count, DataType t, ReduceOp op,
                         mine.begin() + cuts[k] * esize);
     for (size_t k = 0; k < bufs.size(); ++k)
       pieces.push_back({bufs[k].data(), cuts[k], cuts[k + 1] - cuts[k]});
-    ASSERT_TRUE(
-        ShmAllreduce(*c.shm(), pieces.data(), pieces.size(), t, op, small_bytes)
-            .ok());
+    ASSERT_TRUE(ShmAllreduce(*c.shm(), pieces.data(), pieces.size(), t, op,
+                             small_bytes, post)
+                    .ok());
     for (auto& b : bufs) got[r].insert(got[r].end(), b.begin(), b.end());
   });
   for (int r = 0; r < n; ++r)
-    ASSERT_EQ(got[r], want)
-        << "rank " << r << " n=" << n << " count=" << count
-        << " dtype=" << DataTypeName(t) << " op=" << ReduceOpName(op);
+    ASSERT_EQ(got[r], want) << "rank " << r << " n=" << n << " count=" << count
+                            << " dtype=" << DataTypeName(t)
+                            << " op=" << ReduceOpName(op) << " post=" << post;
 }
 
 TEST(SharedMemory, AllreduceOverPiecesInPlace) {
@@ -298,7 +300,9 @@ TEST(SharedMemory, AllreduceOverPiecesInPlace) {
         for (int64_t count : {1, 40, 5000})
           // Every member reduces everything (small) and block rounds (large).
           for (int64_t small : {int64_t{1} << 30, int64_t{0}})
-            CheckPieces(n, count, t, op, small);
+            // Average's 1/size, applied by each block's owner.
+            for (double post : {1.0, 0.5})
+              CheckPieces(n, count, t, op, small, post);
 }
 
 TEST(Reduce, HalfPrecisionConversions) {
