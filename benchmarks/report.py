@@ -66,6 +66,22 @@ def tables(res):
     return "\n".join(out)
 
 
+def hosts_table(res):
+    """np=4 as two simulated hosts: hierarchical vs flat allreduce."""
+    sizes = sorted({k[2] for k in res if k[0] == "hvd-2hosts-hier" and k[1] == 4})
+    if not sizes:
+        return "(not run: `bash benchmarks/run.sh hosts`)"
+    rows = ["| size | hierarchical µs | flat µs | hierarchical busbw | flat busbw | speedup |",
+            "|---:|---:|---:|---:|---:|---:|"]
+    for s in sizes:
+        h, f = res.get(("hvd-2hosts-hier", 4, s)), res.get(("hvd-2hosts-flat", 4, s))
+        if h is None or f is None:
+            continue
+        rows.append(f"| {human(s)} | {h['med']:.1f} | {f['med']:.1f} | {h['busbw']:.2f} | "
+                    f"{f['busbw']:.2f} | {f['med'] / h['med']:.2f}x |")
+    return "\n".join(rows)
+
+
 def plots(res, folder):
     try:
         import matplotlib
@@ -156,6 +172,8 @@ def main():
              "## Targets (issue 3)\n", targets(res, fusion, train, tune),
              "\n## Fusion\n", "\n".join(f"- {k}: median step {v:.0f} µs" for k, v in fusion.items()),
              "\n## Autotune vs grid search (fusion case, np=2)\n", autotune_table(tune),
+             "\n## Two simulated hosts of two ranks (np=4): hierarchical vs flat allreduce\n",
+             hosts_table(res),
              "\n## Training (resnet18, 64 px, batch 16 per rank, 1 intra-op thread)\n",
              "\n".join(f"- {k[0]} np={k[1]}: {v:.1f} img/s total" for k, v in sorted(train.items())),
              "\n## Allreduce tables\n", tables(res), "\n## Plots\n"]

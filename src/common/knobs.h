@@ -44,8 +44,9 @@ struct Knobs {
   // HOROVOD_SHM_BUFFER_BYTES: size of each half of a rank's shared-memory
   // region; larger collectives go through it in rounds.
   int64_t shm_buffer_bytes = 4 << 20;
-  // HOROVOD_SPIN_TIME_US: how long a waiting rank busy-polls before it
-  // sleeps. Negative: automatic (spin only when every local rank has a core).
+  // HOROVOD_SPIN_TIME_US: the longest a waiting rank busy-polls before it
+  // sleeps, and only while recent waits were that short (AdaptiveSpin).
+  // Negative: automatic (spin only when every local rank has a core).
   double spin_time_us = -1;
   // HOROVOD_TIMELINE: Chrome-trace file rank 0 records into from the start;
   // "DYNAMIC": none until hvd.start_timeline(). Empty: off.
