@@ -5,6 +5,8 @@
 #ifndef HOROVOD_TRANSPORT_DOORBELL_H_
 #define HOROVOD_TRANSPORT_DOORBELL_H_
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -28,7 +30,11 @@ bool SpinUntil(Pred done, double spin_us) {
   for (int i = 0;; ++i) {
     if (done()) return true;
     CpuRelax();
-    if ((i & 63) == 63 && SteadyClock::now() >= until) return done();
+    if ((i & 63) == 63) {
+      if (SteadyClock::now() >= until) return done();
+      // The thread we wait for may be queued behind us on this very core.
+      sched_yield();
+    }
   }
 }
 
@@ -44,15 +50,20 @@ class AdaptiveSpin {
   explicit AdaptiveSpin(double window_us = 0) : window_us_(window_us) {}
   // The spin for the next wait: the whole window or nothing.
   double spin_us() const { return short_share_ >= 0.5 ? window_us_ : 0; }
-  // The wait that just ended took `waited_us`, spinning and sleeping.
+  // The wait that just ended took `waited_us`, spinning and sleeping. A
+  // wait that slept pays the wake-up on top of the event's own delay, so
+  // "short" reaches past the window: otherwise waits that are long only
+  // because nobody spins (every hand-off a futex wake-up) would keep it from
+  // ever spinning again.
   void Record(double waited_us) {
-    const double is_short = waited_us <= window_us_ ? 1.0 : 0.0;
+    const double is_short = waited_us <= kShortFactor * window_us_ ? 1.0 : 0.0;
     short_share_ += (is_short - short_share_) / 16;
   }
 
  private:
+  static constexpr double kShortFactor = 4;
   double window_us_;
-  double short_share_ = 1.0;  // moving share of waits within the window
+  double short_share_ = 1.0;  // moving share of short waits
 };
 
 struct Doorbell {

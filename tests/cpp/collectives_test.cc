@@ -15,6 +15,7 @@
 
 #include "collectives/reduce.h"
 #include "collectives/shm_collectives.h"
+#include "test_data.h"
 #include "transport/loopback_transport.h"
 #include "transport/shm_group.h"
 
@@ -32,47 +33,6 @@ class Collectives : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override { g_backend = GetParam(); }
 };
-
-std::vector<char> Fill(DataType t, int64_t count, int rank, bool tiny) {
-  std::vector<char> out(count * DataTypeSize(t));
-  for (int64_t i = 0; i < count; ++i) {
-    double v = tiny ? 1 + (i + rank) % 2 : (rank + 1) * (i % 5 + 1);
-    char* p = out.data() + i * DataTypeSize(t);
-    switch (t) {
-      case DataType::kUInt8:
-        *reinterpret_cast<uint8_t*>(p) = uint8_t(v);
-        break;
-      case DataType::kInt8:
-        *reinterpret_cast<int8_t*>(p) = int8_t(v);
-        break;
-      case DataType::kInt16:
-        *reinterpret_cast<int16_t*>(p) = int16_t(v);
-        break;
-      case DataType::kInt32:
-        *reinterpret_cast<int32_t*>(p) = int32_t(v);
-        break;
-      case DataType::kInt64:
-        *reinterpret_cast<int64_t*>(p) = int64_t(v);
-        break;
-      case DataType::kFloat16:
-        *reinterpret_cast<uint16_t*>(p) = FloatToHalf(float(v));
-        break;
-      case DataType::kBFloat16:
-        *reinterpret_cast<uint16_t*>(p) = FloatToBFloat16(float(v));
-        break;
-      case DataType::kFloat32:
-        *reinterpret_cast<float*>(p) = float(v);
-        break;
-      case DataType::kFloat64:
-        *reinterpret_cast<double*>(p) = v;
-        break;
-      case DataType::kBool:
-        *reinterpret_cast<uint8_t*>(p) = (i + rank) % 3 == 0;
-        break;
-    }
-  }
-  return out;
-}
 
 // Runs fn(comm) on `n` threads, one per rank.
 void RunRanks(int n, const std::function<void(Communicator&)>& fn) {

@@ -12,6 +12,7 @@
 
 #include "collectives/hierarchical_allreduce.h"
 #include "collectives/reduce.h"
+#include "test_data.h"
 #include "transport/loopback_transport.h"
 #include "transport/shm_group.h"
 
@@ -42,45 +43,6 @@ TEST(SplitByHost, LocalMembersAndOneLeaderPerHost) {
   EXPECT_FALSE(SplitByHost({0, 1, 3}, hosts, 3).useful());
 }
 
-std::vector<char> Fill(DataType t, int64_t count, int rank) {
-  std::vector<char> out(count * DataTypeSize(t));
-  for (int64_t i = 0; i < count; ++i) {
-    // 1 or 2: sums, products and extremes stay exact in every dtype.
-    double v = 1 + (i + rank) % 2;
-    char* p = out.data() + i * DataTypeSize(t);
-    switch (t) {
-      case DataType::kFloat16:
-        *reinterpret_cast<uint16_t*>(p) = FloatToHalf(float(v));
-        break;
-      case DataType::kBFloat16:
-        *reinterpret_cast<uint16_t*>(p) = FloatToBFloat16(float(v));
-        break;
-      case DataType::kFloat32:
-        *reinterpret_cast<float*>(p) = float(v);
-        break;
-      case DataType::kFloat64:
-        *reinterpret_cast<double*>(p) = v;
-        break;
-      case DataType::kInt64:
-        *reinterpret_cast<int64_t*>(p) = int64_t(v);
-        break;
-      case DataType::kInt32:
-        *reinterpret_cast<int32_t*>(p) = int32_t(v);
-        break;
-      case DataType::kInt16:
-        *reinterpret_cast<int16_t*>(p) = int16_t(v);
-        break;
-      case DataType::kBool:
-        *reinterpret_cast<uint8_t*>(p) = (i + rank) % 3 == 0;
-        break;
-      default:  // uint8, int8
-        *reinterpret_cast<uint8_t*>(p) = uint8_t(v);
-        break;
-    }
-  }
-  return out;
-}
-
 struct Case {
   std::vector<std::string> hosts;
   bool shm;
@@ -88,9 +50,9 @@ struct Case {
 
 void Check(const Case& c, int64_t count, DataType t, ReduceOp op) {
   const int n = static_cast<int>(c.hosts.size());
-  std::vector<char> want = Fill(t, count, 0);
+  std::vector<char> want = Fill(t, count, 0, true);
   for (int r = 1; r < n; ++r)
-    ReduceInto(want.data(), Fill(t, count, r).data(), count, t, op);
+    ReduceInto(want.data(), Fill(t, count, r, true).data(), count, t, op);
   std::vector<std::vector<char>> got(n);
   std::vector<std::vector<std::string>> phases(n);
   LoopbackFabric fabric(n);
@@ -117,7 +79,7 @@ void Check(const Case& c, int64_t count, DataType t, ReduceOp op) {
       if (split.leader)
         cross = std::make_unique<Communicator>(&tr, split.leaders, &scratch,
                                                cfg, nullptr);
-      got[r] = Fill(t, count, r);
+      got[r] = Fill(t, count, r, true);
       PhaseFn on_phase = [&](const char* p, const Communicator& comm) {
         phases[r].push_back(p);
         // Each phase runs on the communicator it names.
