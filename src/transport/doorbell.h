@@ -19,7 +19,8 @@ long FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int timeout_ms);
 void FutexWakeAll(std::atomic<uint32_t>* word);
 void CpuRelax();
 
-// Busy-polls `done` for up to `spin_us` microseconds; true once it holds.
+// Busy-polls `done` for up to `spin_us` microseconds, yielding the core
+// every few microseconds; true once it holds.
 template <typename Pred>
 bool SpinUntil(Pred done, double spin_us) {
   if (done()) return true;
