@@ -47,7 +47,6 @@ class Communicator {
   int size() const { return static_cast<int>(members_.size()); }
   int global_rank(int index) const { return members_[index]; }
   const AlgorithmConfig& config() const { return config_; }
-  void set_config(const AlgorithmConfig& config) { config_ = config; }
   char* scratch(size_t bytes) { return scratch_->Get(bytes); }
   ShmGroup* shm() const { return shm_; }
 

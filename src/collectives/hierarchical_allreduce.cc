@@ -9,13 +9,13 @@ namespace horovod {
 HostSplit SplitByHost(const std::vector<int>& members,
                       const std::vector<std::string>& hosts, int me) {
   HostSplit s;
-  s.member_count = members.size();
   std::unordered_set<std::string> seen;
   for (int m : members) {
     if (hosts[m] == hosts[me]) s.local.push_back(m);
     if (seen.insert(hosts[m]).second) s.leaders.push_back(m);
   }
   s.leader = !s.local.empty() && s.local[0] == me;
+  s.useful = s.leaders.size() > 1 && s.leaders.size() < members.size();
   return s;
 }
 

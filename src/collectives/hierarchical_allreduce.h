@@ -25,12 +25,9 @@ struct HostSplit {
   std::vector<int> local;    // members on our host, ascending; ours included
   std::vector<int> leaders;  // lowest member of each host, ascending
   bool leader = false;       // we are our host's leader (local[0])
-  size_t member_count = 0;
   // Worth it: the members span several hosts and some host has more than
   // one of them (otherwise the split adds steps and saves nothing).
-  bool useful() const {
-    return leaders.size() > 1 && leaders.size() < member_count;
-  }
+  bool useful = false;
 };
 
 // `members`: global ranks, ascending, `me` among them. `hosts[r]` is global

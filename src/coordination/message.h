@@ -27,6 +27,12 @@ inline bool IsKnownOp(uint8_t op) {
          op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet);
 }
 
+// The identity the coordinator, the cache and the queue key a tensor on: a
+// name is unique per process set.
+inline std::string TensorKey(int32_t process_set, const std::string& name) {
+  return std::to_string(process_set) + ":" + name;
+}
+
 struct Request {
   int32_t rank = 0;
   uint8_t op = 0;  // OpType or ControlOp
@@ -43,8 +49,7 @@ struct Request {
   int32_t group_size = 0;       // > 0: negotiated with the rest of `group`
   std::string group;
 
-  // The identity the coordinator keys on: a name is unique per process set.
-  std::string Key() const { return std::to_string(process_set) + ":" + name; }
+  std::string Key() const { return TensorKey(process_set, name); }
 };
 
 struct RequestList {

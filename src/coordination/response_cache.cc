@@ -3,10 +3,6 @@
 namespace horovod {
 namespace {
 
-std::string KeyOf(int32_t process_set, const std::string& name) {
-  return std::to_string(process_set) + ":" + name;
-}
-
 // Everything but the name and shape that a cached response is reused for;
 // `b` is a Request or a Response (same field names).
 template <typename T>
@@ -49,7 +45,7 @@ bool ResponseCache::Cacheable(const Response& r) {
 
 int ResponseCache::Find(const Request& r) const {
   if (capacity_ == 0 || r.group_size > 0) return -1;
-  auto it = index_.find(KeyOf(r.process_set, r.name));
+  auto it = index_.find(TensorKey(r.process_set, r.name));
   if (it == index_.end()) return -1;
   const Response& c = entries_[it->second].response;
   return SameScalars(c, r) && c.shapes[0] == r.shape
@@ -59,7 +55,7 @@ int ResponseCache::Find(const Request& r) const {
 
 void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
   if (capacity_ == 0) return;
-  std::string key = KeyOf(r.process_set, r.names[i]);
+  std::string key = TensorKey(r.process_set, r.names[i]);
   ++clock_;
   auto it = index_.find(key);
   uint32_t slot;
@@ -81,7 +77,7 @@ void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
     for (uint32_t i = 1; i < entries_.size(); ++i)
       if (entries_[i].last_use < entries_[slot].last_use) slot = i;
     Entry& old = entries_[slot];
-    index_.erase(KeyOf(old.response.process_set, old.response.names[0]));
+    index_.erase(TensorKey(old.response.process_set, old.response.names[0]));
   }
   Entry& e = entries_[slot];
   e.used = true;

@@ -332,14 +332,11 @@ class EngineImpl {
       // after the last pass will not ring again.
       for (auto& link : control_)
         if (link->valid() && link->HasData()) timeout_ms = 0;
-      const auto start = Clock::now();
+      const auto start = std::chrono::steady_clock::now();
       if (!bell_->Wait(bell_seen_, loop_spin_.spin_us(), timeout_ms))
         for (auto& link : control_)
           if (link->valid()) link->Probe();
-      if (timeout_ms > 0)
-        loop_spin_.Record(
-            std::chrono::duration<double, std::micro>(Clock::now() - start)
-                .count());
+      if (timeout_ms > 0) loop_spin_.RecordSince(start);
       bell_seen_ = bell_->Read();  // before looking: later rings wake us
       return;
     }

@@ -16,10 +16,6 @@ int64_t Product(const std::vector<int64_t>& v, size_t from = 0) {
   return n;
 }
 
-std::string KeyOf(int process_set, const std::string& name) {
-  return std::to_string(process_set) + ":" + name;
-}
-
 // How a communicator moves data, as timeline activities name it.
 std::string TransportPrefix(const Communicator& comm) {
   return comm.shm() != nullptr ? "SHM_" : comm.size() == 1 ? "LOCAL_" : "TCP_";
@@ -45,10 +41,7 @@ Executor::Executor(Transport* transport, ShmGroup* shm, TensorQueue* queue,
 
 void Executor::SetSmallAllreduceBytes(int64_t bytes) {
   algo_.small_allreduce_bytes = bytes;
-  for (auto& kv : plans_)
-    for (Communicator* c :
-         {kv.second.all.get(), kv.second.local.get(), kv.second.cross.get()})
-      if (c != nullptr) c->set_config(algo_);
+  plans_.clear();  // their communicators hold the old setting; rare
 }
 
 Communicator Executor::MakeComm(const std::vector<int>& members) {
@@ -69,7 +62,7 @@ Executor::Plan* Executor::PlanFor(int process_set) {
   plan.all = std::make_unique<Communicator>(MakeComm(members));
   if (hierarchical_allreduce_ && hosts_.size() > static_cast<size_t>(me)) {
     HostSplit split = SplitByHost(members, hosts_, me);
-    if (split.useful()) {
+    if (split.useful) {
       plan.local = std::make_unique<Communicator>(MakeComm(split.local));
       if (split.leader)
         plan.cross = std::make_unique<Communicator>(MakeComm(split.leaders));
@@ -111,7 +104,7 @@ Status Executor::Execute(const Response& r) {
   if (r.error) {
     for (const auto& name : r.names) {
       TensorEntry e;
-      if (queue_->Take(KeyOf(r.process_set, name), &e))
+      if (queue_->Take(TensorKey(r.process_set, name), &e))
         Finish(e, Status::Mismatch(r.error_message));
     }
     return Status::OK();
@@ -125,7 +118,7 @@ Status Executor::Execute(const Response& r) {
     else
       sets_->Remove(id);
     TensorEntry e;
-    if (queue_->Take(KeyOf(0, r.names[0]), &e)) {
+    if (queue_->Take(TensorKey(0, r.names[0]), &e)) {
       e.handle->int_result = id;
       Finish(e, Status::OK());
     }
@@ -133,7 +126,7 @@ Status Executor::Execute(const Response& r) {
   }
   if (Is(r.op, OpType::kJoin)) {
     TensorEntry e;
-    if (queue_->Take(KeyOf(0, r.names[0]), &e)) {
+    if (queue_->Take(TensorKey(0, r.names[0]), &e)) {
       e.handle->int_result = static_cast<int>(r.sizes[0]);
       Finish(e, Status::OK());
     }
@@ -155,7 +148,7 @@ Status Executor::Execute(const Response& r) {
       return Reducescatter(r, comm);
     case OpType::kBarrier: {
       TensorEntry e;
-      if (queue_->Take(KeyOf(r.process_set, r.names[0]), &e))
+      if (queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
         Finish(e, Status::OK());
       return Status::OK();
     }
@@ -265,7 +258,8 @@ Status Executor::AllreduceBuffered(const Response& r, Plan& plan, ReduceOp op,
 
 Status Executor::Allgather(const Response& r, Communicator& comm) {
   TensorEntry e;
-  if (!queue_->Take(KeyOf(r.process_set, r.names[0]), &e)) return Status::OK();
+  if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
+    return Status::OK();
   const std::vector<int64_t>& shape = e.tensor.shape;
   const int64_t row = Product(shape, 1) * DataTypeSize(r.dtype);
   std::vector<int64_t> bytes(comm.size());
@@ -286,7 +280,8 @@ Status Executor::Allgather(const Response& r, Communicator& comm) {
 
 Status Executor::Broadcast(const Response& r, Communicator& comm) {
   TensorEntry e;
-  if (!queue_->Take(KeyOf(r.process_set, r.names[0]), &e)) return Status::OK();
+  if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
+    return Status::OK();
   int root = 0;
   for (int m = 0; m < comm.size(); ++m)
     if (comm.global_rank(m) == r.root) root = m;
@@ -299,7 +294,8 @@ Status Executor::Broadcast(const Response& r, Communicator& comm) {
 
 Status Executor::Alltoall(const Response& r, Communicator& comm) {
   TensorEntry e;
-  if (!queue_->Take(KeyOf(r.process_set, r.names[0]), &e)) return Status::OK();
+  if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
+    return Status::OK();
   const int n = comm.size(), me = comm.rank();
   const int64_t row = Product(e.tensor.shape, 1) * DataTypeSize(r.dtype);
   std::vector<int64_t> send(n), recv(n), splits(n);
@@ -326,7 +322,8 @@ Status Executor::Alltoall(const Response& r, Communicator& comm) {
 
 Status Executor::Reducescatter(const Response& r, Communicator& comm) {
   TensorEntry e;
-  if (!queue_->Take(KeyOf(r.process_set, r.names[0]), &e)) return Status::OK();
+  if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
+    return Status::OK();
   const int n = comm.size(), me = comm.rank();
   const std::vector<int64_t>& shape = e.tensor.shape;
   const int64_t dim0 = shape.empty() ? 1 : shape[0];

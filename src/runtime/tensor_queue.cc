@@ -58,13 +58,9 @@ void TensorQueue::TakeMany(int process_set,
                            std::vector<bool>* present) {
   out->resize(names.size());
   present->assign(names.size(), false);
-  std::string key = std::to_string(process_set) + ":";
-  const size_t prefix = key.size();
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < names.size(); ++i) {
-    key.resize(prefix);
-    key += names[i];
-    auto it = in_flight_.find(key);
+    auto it = in_flight_.find(TensorKey(process_set, names[i]));
     if (it == in_flight_.end()) continue;
     (*out)[i] = std::move(it->second);
     (*present)[i] = true;

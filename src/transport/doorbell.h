@@ -51,11 +51,16 @@ class AdaptiveSpin {
   explicit AdaptiveSpin(double window_us = 0) : window_us_(window_us) {}
   // The spin for the next wait: the whole window or nothing.
   double spin_us() const { return short_share_ >= 0.5 ? window_us_ : 0; }
-  // The wait that just ended took `waited_us`, spinning and sleeping. A
-  // wait that slept pays the wake-up on top of the event's own delay, so
-  // "short" reaches past the window: otherwise waits that are long only
-  // because nobody spins (every hand-off a futex wake-up) would keep it from
-  // ever spinning again.
+  // The wait that began at `start` has just ended (spinning and sleeping).
+  void RecordSince(std::chrono::steady_clock::time_point start) {
+    Record(std::chrono::duration<double, std::micro>(
+               std::chrono::steady_clock::now() - start)
+               .count());
+  }
+  // The wait that just ended took `waited_us`. A wait that slept pays the
+  // wake-up on top of the event's own delay, so "short" reaches past the
+  // window: otherwise waits that are long only because nobody spins (every
+  // hand-off a futex wake-up) would keep it from ever spinning again.
   void Record(double waited_us) {
     const double is_short = waited_us <= kShortFactor * window_us_ ? 1.0 : 0.0;
     short_share_ += (is_short - short_share_) / 16;

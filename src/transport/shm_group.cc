@@ -184,13 +184,8 @@ Status ShmGroup::WaitFor(int m, uint32_t target) {
   };
   if (reached()) return Status::OK();
   const auto start = std::chrono::steady_clock::now();
-  auto record = [&] {
-    spin_.Record(std::chrono::duration<double, std::micro>(
-                     std::chrono::steady_clock::now() - start)
-                     .count());
-  };
   if (SpinUntil(reached, spin_.spin_us())) {
-    record();
+    spin_.RecordSince(start);
     return Status::OK();
   }
   Deadline deadline = Deadline::After(config_.timeout_s);
@@ -200,7 +195,7 @@ Status ShmGroup::WaitFor(int m, uint32_t target) {
     if (!Reached(v, target)) FutexWait(&c->arrived, v, kSleepSliceMs);
     c->waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (reached()) {
-      record();
+      spin_.RecordSince(start);
       return Status::OK();
     }
     HVD_RETURN_IF_ERROR(PeerFailure(m));

@@ -25,7 +25,7 @@ TEST(SplitByHost, LocalMembersAndOneLeaderPerHost) {
   EXPECT_EQ(s.local, (std::vector<int>{0, 2, 5}));
   EXPECT_EQ(s.leaders, (std::vector<int>{0, 1, 3}));
   EXPECT_FALSE(s.leader);
-  EXPECT_TRUE(s.useful());
+  EXPECT_TRUE(s.useful);
 
   s = SplitByHost({0, 1, 2, 3, 4, 5}, hosts, 1);
   EXPECT_EQ(s.local, (std::vector<int>{1, 4}));
@@ -36,11 +36,11 @@ TEST(SplitByHost, LocalMembersAndOneLeaderPerHost) {
   EXPECT_EQ(s.local, (std::vector<int>{1, 4}));
   EXPECT_EQ(s.leaders, (std::vector<int>{1, 3}));
   EXPECT_FALSE(s.leader);
-  EXPECT_TRUE(s.useful());
+  EXPECT_TRUE(s.useful);
 
   // One host, or one member per host: nothing to gain.
-  EXPECT_FALSE(SplitByHost({0, 2, 5}, hosts, 0).useful());
-  EXPECT_FALSE(SplitByHost({0, 1, 3}, hosts, 3).useful());
+  EXPECT_FALSE(SplitByHost({0, 2, 5}, hosts, 0).useful);
+  EXPECT_FALSE(SplitByHost({0, 1, 3}, hosts, 3).useful);
 }
 
 struct Case {
