@@ -46,8 +46,12 @@ struct Knobs {
   int64_t shm_buffer_bytes = 4 << 20;
   // HOROVOD_SPIN_TIME_US: the longest a waiting rank busy-polls before it
   // sleeps, and only while recent waits were that short (AdaptiveSpin).
-  // Negative: automatic (spin only when every local rank has a core).
+  // Negative: automatic (50 µs).
   double spin_time_us = -1;
+  // HOROVOD_CALLER_DRIVES: 1 (default) lets a thread waiting on a handle run
+  // the engine's loop itself while the loop thread stands aside; 0 leaves
+  // all work to the loop thread.
+  bool caller_drives = true;
   // HOROVOD_TIMELINE: Chrome-trace file rank 0 records into from the start;
   // "DYNAMIC": none until hvd.start_timeline(). Empty: off.
   std::string timeline;

@@ -1,19 +1,25 @@
-// EngineImpl: owns the parts of a running engine and runs the background
-// loop. One loop iteration:
+// EngineImpl: owns the parts of a running engine and runs its loop. One
+// loop iteration (Step):
 //   1. take newly enqueued requests (as cache slots when cached);
 //   2. rank 0: fold them and the workers' lists into the Coordinator and,
 //      when it says so, broadcast a response list; workers: send their list
 //      to rank 0 and wait for response lists;
 //   3. execute each response list in order (same order on every rank).
 // The loop sleeps in poll(2) on the queue's eventfd and the control sockets,
-// so it wakes on enqueue or on a message and never spins.
+// or on the shared-memory doorbell, so it wakes on enqueue or on a message.
+//
+// Who drives: the loop thread by default; but a thread that waits on a
+// handle (a synchronous collective) runs the steps itself, holding drive_mu_
+// (DriveGate), and the loop thread parks until no caller has driven for
+// kParkGrace. Everything the steps touch is used under drive_mu_ only.
 #include "horovod/engine.h"
 
 #include <poll.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -37,6 +43,15 @@ namespace {
 
 constexpr size_t kMaxControlFrame = 64u << 20;
 constexpr double kShutdownWaitS = 30;
+constexpr double kDefaultSpinUs = 50;
+// How long the loop thread stays parked after the last waiting caller
+// stopped driving: back-to-back synchronous calls then never wake it, and
+// work nobody waits for yet (async ops, rank 0 coordinating idle ranks)
+// starts at most this late.
+constexpr auto kParkGrace = std::chrono::milliseconds(1);
+// How long a waiting caller blocks on drive_mu_ before it looks at its
+// handle again.
+constexpr auto kLockWait = std::chrono::milliseconds(10);
 
 std::string ShutdownMessage() {
   return "Horovod has been shut down. This was caused by an exception on one "
@@ -100,6 +115,11 @@ class EngineImpl {
     executor_ = std::make_unique<Executor>(transport_.get(), shm_.get(),
                                            &queue_, &sets_, knobs_, &timeline_,
                                            std::move(mesh.hosts));
+    if (knobs_.caller_drives)
+      gate_ = std::make_shared<DriveGate>(
+          [this](HandleState& h, DriveGate::TimePoint until) {
+            DriveUntil(h, until);
+          });
     thread_ = std::thread([this] { Loop(); });
     return Status::OK();
   }
@@ -152,6 +172,7 @@ class EngineImpl {
       HVD_RETURN_IF_ERROR(Validate(op, tensors[i], args, members, &r));
       e.tensor = tensors[i];
       e.handle = std::make_shared<HandleState>();
+      e.handle->gate = gate_;
       handles->emplace_back(e.handle);
       entries.push_back(std::move(e));
     }
@@ -170,6 +191,7 @@ class EngineImpl {
     e.request.process_set = process_set;
     e.request.dtype = DataType::kUInt8;
     e.handle = std::make_shared<HandleState>();
+    e.handle->gate = gate_;
     *handle = Handle(e.handle);
     std::vector<TensorEntry> v;
     v.push_back(std::move(e));
@@ -180,6 +202,7 @@ class EngineImpl {
     if (!thread_.joinable()) return Status::OK();
     shutdown_requested_.store(true);
     queue_.Wake();
+    park_cv_.notify_all();
     // The coordinator ends the job for every rank as soon as one asks; bound
     // the wait in case rank 0 cannot be reached.
     auto until =
@@ -191,6 +214,8 @@ class EngineImpl {
             " could not reach rank 0 to shut down");
     }
     thread_.join();
+    // Waiters still driving leave as soon as they see the loop ended.
+    if (gate_) gate_->Close();
     timeline_.Stop();
     queue_.FailAll(Status::Aborted(ShutdownMessage()));
     return Status::OK();
@@ -276,9 +301,11 @@ class EngineImpl {
     return Status::OK();
   }
 
-  // Ranks on our host (equal host keys) share memory unless disabled. Spin
-  // only when every one of them can have a core: otherwise a spinning rank
-  // would steal the core of the rank it waits for.
+  // Ranks on our host (equal host keys) share memory unless disabled.
+  // Waiters spin before they sleep even when ranks outnumber cores: spinners
+  // yield the core every few microseconds, so the rank they wait for still
+  // runs, and a futex wake-up costs far more than that (np=4 on 2 cores:
+  // 4 B allreduce ~90 µs sleeping at once, ~15 µs spinning).
   Status JoinSharedMemory(TcpTransport* tcp,
                           const std::vector<std::string>& hosts) {
     if (knobs_.shm_disable) return Status::OK();
@@ -286,16 +313,11 @@ class EngineImpl {
     for (int r = 0; r < job_.size; ++r)
       if (hosts[r] == hosts[job_.rank]) local.push_back(r);
     if (local.size() < 2) return Status::OK();
-    cpu_set_t cpus;
-    int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
-                    ? CPU_COUNT(&cpus)
-                    : static_cast<int>(std::thread::hardware_concurrency());
     ShmConfig config;
     config.region_bytes = static_cast<size_t>(knobs_.shm_buffer_bytes);
     config.timeout_s = knobs_.operation_timeout_s;
-    config.spin_us = knobs_.spin_time_us >= 0 ? knobs_.spin_time_us
-                     : static_cast<int>(local.size()) <= cores ? 50
-                                                               : 0;
+    config.spin_us =
+        knobs_.spin_time_us >= 0 ? knobs_.spin_time_us : kDefaultSpinUs;
     loop_spin_ = AdaptiveSpin(config.spin_us);
     std::vector<int> fds(job_.size, -1);
     for (int r = 0; r < job_.size; ++r)
@@ -350,13 +372,78 @@ class EngineImpl {
 
   // --- background loop -----------------------------------------------------
 
+  // The loop thread: drives whenever no waiting caller does.
   void Loop() {
-    Status st = job_.rank == 0 ? CoordinatorLoop() : WorkerLoop();
+    while (!loop_done_.load()) {
+      if (!MayDrive()) continue;
+      std::unique_lock<std::timed_mutex> drive(drive_mu_);
+      while (!loop_done_.load() && callers_.load() == 0) RunStep(1000);
+    }
+  }
+
+  // Parks the loop thread while callers drive and for kParkGrace after;
+  // false: ask again.
+  bool MayDrive() {
+    std::unique_lock<std::mutex> lock(park_mu_);
+    auto quiet_since = Clock::time_point(Clock::duration(last_drive_end_));
+    if (callers_.load() == 0 && (Clock::now() - quiet_since >= kParkGrace ||
+                                 shutdown_requested_.load()))
+      return true;
+    parked_.store(true);
+    park_cv_.wait_for(lock, kParkGrace);
+    parked_.store(false);
+    return false;
+  }
+
+  // A waiting caller's turn (DriveGate): run steps until `h` is done. When
+  // another caller drives, that one may complete `h`; look again shortly.
+  void DriveUntil(HandleState& h, Clock::time_point until) {
+    auto done = [&h] {
+      std::lock_guard<std::mutex> lock(h.mu);
+      return h.done;
+    };
+    callers_.fetch_add(1);
+    // Ends the loop thread's wait so it lets go of drive_mu_.
+    if (!parked_.load()) queue_.Wake();
+    while (!done() && !loop_done_.load() && Clock::now() < until) {
+      std::unique_lock<std::timed_mutex> drive(drive_mu_, std::defer_lock);
+      // The loop thread lets go within a step; another caller only once its
+      // own handle is done.
+      if (caller_driving_.load() ? !drive.try_lock()
+                                 : !drive.try_lock_until(std::min(
+                                       until, Clock::now() + kLockWait))) {
+        std::unique_lock<std::mutex> lock(h.mu);
+        h.cv.wait_for(lock, std::chrono::microseconds(100),
+                      [&h] { return h.done; });
+        continue;
+      }
+      caller_driving_.store(true);
+      while (!done() && !loop_done_.load()) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        until - Clock::now())
+                        .count();
+        if (left < 0) break;
+        RunStep(static_cast<int>(std::min<int64_t>(1000, left + 1)));
+      }
+      caller_driving_.store(false);
+    }
+    last_drive_end_.store(Clock::now().time_since_epoch().count());
+    callers_.fetch_sub(1);
+  }
+
+  // One step with drive_mu_ held; ends the loop when the job is over or
+  // failed.
+  void RunStep(int max_wait_ms) {
+    bool finished = false;
+    Status st = job_.rank == 0 ? CoordinatorStep(max_wait_ms, &finished)
+                               : WorkerStep(max_wait_ms, &finished);
+    if (st.ok() && !finished) return;
     if (!st.ok()) Fatal(st.message());
     // Transfers that broke as the job shut down still owe their callers an
     // answer.
     executor_->FailBroken(Status::Aborted(ShutdownMessage()));
     loop_done_.store(true);
+    park_cv_.notify_all();
   }
 
   // A collective failing on a broken link says only which neighbour this
@@ -442,69 +529,68 @@ class EngineImpl {
     return l.requests.empty() && l.cache_hits.empty() && !l.shutdown;
   }
 
-  Status CoordinatorLoop() {
+  // Rank 0's step; *finished once the job shut down.
+  Status CoordinatorStep(int max_wait_ms, bool* finished) {
     const int n = job_.size;
-    while (true) {
-      auto now = Clock::now();
-      int timeout = 1000;
-      auto wake = coordinator_->NextWake(now);
-      if (wake != Clock::time_point::max())
-        timeout = static_cast<int>(std::min<int64_t>(
-            1000,
-            std::chrono::duration_cast<std::chrono::milliseconds>(wake - now)
-                    .count() +
-                1));
-      if (coordinator_->ShouldEmit(now)) timeout = 0;
-      AwaitEvent(timeout);
-      timeline_.MarkCycleStart();
-      now = Clock::now();
-      RequestList mine = CollectRequests();
-      if (!Empty(mine)) {
-        TickNegotiation(0, mine);
-        coordinator_->AddRequestList(0, mine, now);
-      }
-      for (int r = 1; r < n; ++r) {
-        if (!control_[r]->HasData()) continue;
-        std::string frame;
-        Status st = control_[r]->ReadFrame(
-            kMaxControlFrame, Deadline::After(knobs_.operation_timeout_s),
-            &frame);
-        if (!st.ok())
-          return Status::Aborted("rank " + std::to_string(r) +
-                                 " disconnected (" + st.message() +
-                                 "); it probably died");
-        RequestList list;
-        HVD_RETURN_IF_ERROR(DecodeRequestList(frame, n, &list));
-        if (!list.abort_reason.empty())
-          return Status::Aborted("rank " + std::to_string(r) +
-                                 " failed: " + list.abort_reason);
-        TickNegotiation(r, list);
-        coordinator_->AddRequestList(r, list, now);
-      }
-      for (const std::string& w : coordinator_->TakeStallWarnings(now))
-        HVD_LOG(kWarning, w);
-      if (!coordinator_->ShouldEmit(now)) continue;
-      ResponseList out = coordinator_->TakeResponses(now);
-      out.small_allreduce_bytes = tuned_small_allreduce_bytes_;
-      tuned_small_allreduce_bytes_ = -1;
-      if (timeline_.active())
-        for (const Response& r : out.responses)
-          for (const std::string& name : r.names)
-            timeline_.OpStart(name, UpperOpName(r.op));
-      std::string frame = EncodeResponseList(out, &cache_);
-      // Every worker must have the whole list before we wait for it inside
-      // a collective.
-      for (int r = 1; r < n; ++r)
-        HVD_RETURN_IF_ERROR(control_[r]->WriteFrame(
-            frame, Deadline::After(knobs_.operation_timeout_s)));
-      for (int r = 1; r < n; ++r)
-        HVD_RETURN_IF_ERROR(
-            control_[r]->Drain(Deadline::After(knobs_.operation_timeout_s)));
-      Status st = ExecuteList(out);
-      if (!st.ok()) return RootCause(st);
-      if (out.shutdown) return Status::OK();
-      if (tuner_ != nullptr) Tune(out);
+    auto now = Clock::now();
+    int timeout = max_wait_ms;
+    auto wake = coordinator_->NextWake(now);
+    if (wake != Clock::time_point::max())
+      timeout = static_cast<int>(std::min<int64_t>(
+          max_wait_ms,
+          std::chrono::duration_cast<std::chrono::milliseconds>(wake - now)
+                  .count() +
+              1));
+    if (coordinator_->ShouldEmit(now)) timeout = 0;
+    AwaitEvent(timeout);
+    timeline_.MarkCycleStart();
+    now = Clock::now();
+    RequestList mine = CollectRequests();
+    if (!Empty(mine)) {
+      TickNegotiation(0, mine);
+      coordinator_->AddRequestList(0, mine, now);
     }
+    for (int r = 1; r < n; ++r) {
+      if (!control_[r]->HasData()) continue;
+      std::string frame;
+      Status st = control_[r]->ReadFrame(
+          kMaxControlFrame, Deadline::After(knobs_.operation_timeout_s),
+          &frame);
+      if (!st.ok())
+        return Status::Aborted("rank " + std::to_string(r) + " disconnected (" +
+                               st.message() + "); it probably died");
+      RequestList list;
+      HVD_RETURN_IF_ERROR(DecodeRequestList(frame, n, &list));
+      if (!list.abort_reason.empty())
+        return Status::Aborted("rank " + std::to_string(r) +
+                               " failed: " + list.abort_reason);
+      TickNegotiation(r, list);
+      coordinator_->AddRequestList(r, list, now);
+    }
+    for (const std::string& w : coordinator_->TakeStallWarnings(now))
+      HVD_LOG(kWarning, w);
+    if (!coordinator_->ShouldEmit(now)) return Status::OK();
+    ResponseList out = coordinator_->TakeResponses(now);
+    out.small_allreduce_bytes = tuned_small_allreduce_bytes_;
+    tuned_small_allreduce_bytes_ = -1;
+    if (timeline_.active())
+      for (const Response& r : out.responses)
+        for (const std::string& name : r.names)
+          timeline_.OpStart(name, UpperOpName(r.op));
+    std::string frame = EncodeResponseList(out, &cache_);
+    // Every worker must have the whole list before we wait for it inside
+    // a collective.
+    for (int r = 1; r < n; ++r)
+      HVD_RETURN_IF_ERROR(control_[r]->WriteFrame(
+          frame, Deadline::After(knobs_.operation_timeout_s)));
+    for (int r = 1; r < n; ++r)
+      HVD_RETURN_IF_ERROR(
+          control_[r]->Drain(Deadline::After(knobs_.operation_timeout_s)));
+    Status st = ExecuteList(out);
+    if (!st.ok()) return RootCause(st);
+    *finished = out.shutdown;
+    if (tuner_ != nullptr && !out.shutdown) Tune(out);
+    return Status::OK();
   }
 
   // Rank 0: feeds the tuner what a list moved; its new choice governs the
@@ -526,28 +612,28 @@ class EngineImpl {
     tuned_small_allreduce_bytes_ = p.small_allreduce_bytes;
   }
 
-  Status WorkerLoop() {
+  // A worker's step; *finished once the job shut down.
+  Status WorkerStep(int max_wait_ms, bool* finished) {
     ControlLink& ctl = *control_[0];
-    while (true) {
-      AwaitEvent(1000);
-      RequestList mine = CollectRequests();
-      Status st;
-      if (!Empty(mine))
-        st = ctl.WriteFrame(EncodeRequestList(mine),
-                            Deadline::After(knobs_.operation_timeout_s));
-      if (!st.ok()) return LostCoordinator(st);
-      if (!ctl.HasData()) continue;
-      std::string frame;
-      st = ctl.ReadFrame(kMaxControlFrame,
-                         Deadline::After(knobs_.operation_timeout_s), &frame);
-      if (!st.ok()) return LostCoordinator(st);
-      ResponseList list;
-      HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
-      if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
-      st = ExecuteList(list);
-      if (!st.ok()) return RootCause(st);
-      if (list.shutdown) return Status::OK();
-    }
+    AwaitEvent(max_wait_ms);
+    RequestList mine = CollectRequests();
+    Status st;
+    if (!Empty(mine))
+      st = ctl.WriteFrame(EncodeRequestList(mine),
+                          Deadline::After(knobs_.operation_timeout_s));
+    if (!st.ok()) return LostCoordinator(st);
+    if (!ctl.HasData()) return Status::OK();
+    std::string frame;
+    st = ctl.ReadFrame(kMaxControlFrame,
+                       Deadline::After(knobs_.operation_timeout_s), &frame);
+    if (!st.ok()) return LostCoordinator(st);
+    ResponseList list;
+    HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
+    if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
+    st = ExecuteList(list);
+    if (!st.ok()) return RootCause(st);
+    *finished = list.shutdown;
+    return Status::OK();
   }
 
   Status ExecuteList(const ResponseList& list) {
@@ -631,6 +717,14 @@ class EngineImpl {
   int64_t tuned_small_allreduce_bytes_ = -1;  // for the next response list
   std::unique_ptr<Executor> executor_;
   std::thread thread_;
+  std::shared_ptr<DriveGate> gate_;  // null: only the loop thread drives
+  std::timed_mutex drive_mu_;        // held by whoever runs steps
+  std::atomic<int> callers_{0};      // waiters driving or about to
+  std::atomic<bool> caller_driving_{false};
+  std::atomic<int64_t> last_drive_end_{0};  // steady clock ticks
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  std::atomic<bool> parked_{false};
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> loop_done_{false};
   bool shutdown_sent_ = false;

@@ -23,12 +23,18 @@ bool Handle::Poll() const {
 }
 
 Status Handle::Wait(double timeout_s) const {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto until =
+      timeout_s < 0 ? SteadyClock::time_point::max()
+                    : SteadyClock::now() +
+                          std::chrono::duration_cast<SteadyClock::duration>(
+                              std::chrono::duration<double>(timeout_s));
+  if (state_->gate != nullptr && !Poll()) state_->gate->Drive(*state_, until);
   std::unique_lock<std::mutex> lock(state_->mu);
   if (timeout_s < 0) {
     state_->cv.wait(lock, [&] { return state_->done; });
-  } else if (!state_->cv.wait_for(lock,
-                                  std::chrono::duration<double>(timeout_s),
-                                  [&] { return state_->done; })) {
+  } else if (!state_->cv.wait_until(lock, until,
+                                    [&] { return state_->done; })) {
     return Status::Timeout("operation still in progress");
   }
   return state_->status;

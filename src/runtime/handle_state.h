@@ -1,13 +1,16 @@
 // HandleState: the shared completion record behind a Handle. Written once by
-// the background loop (Complete), read by any number of waiting threads.
-// Thread-safe.
+// whichever thread drives the engine's loop (Complete), read by any number
+// of waiting threads. Thread-safe.
 #ifndef HOROVOD_RUNTIME_HANDLE_STATE_H_
 #define HOROVOD_RUNTIME_HANDLE_STATE_H_
 
 #include <horovod/engine.h>
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
+
+#include "runtime/drive_gate.h"
 
 namespace horovod {
 
@@ -21,6 +24,8 @@ struct HandleState {
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
   int int_result = -1;
+  // Set at enqueue when waiters may drive the engine's loop themselves.
+  std::shared_ptr<DriveGate> gate;
 
   void Complete(Status s) {
     {

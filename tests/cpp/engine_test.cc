@@ -4,8 +4,13 @@
 #include <horovod/engine.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <thread>
 
 namespace horovod {
@@ -77,6 +82,120 @@ TEST(Engine, CollectivesMismatchAndShutdown) {
   for (auto& t : ranks) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
+
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Waiting threads drive the loop (HOROVOD_CALLER_DRIVES=1) or leave it to
+// the loop thread (0). Either way: several threads per rank waiting on
+// synchronous ops at once, async ops nobody waits on (only polled, so the
+// loop thread must take over once the waiters leave), and a wait that times
+// out while this rank drives and later completes. Whether the waiter drove
+// shows in its own CPU time: reducing 32 MiB takes milliseconds of it, a
+// sleeping waiter microseconds.
+class EngineDrivers : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EngineDrivers, ConcurrentWaitersPollingAndTimeouts) {
+  setenv("HOROVOD_CALLER_DRIVES", GetParam(), 1);
+  const int n = 3, threads = 3, calls = 150, port = FreePort();
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Engine> e;
+      Status st = Engine::Start(Job(r, n, port, "test-secret"), &e);
+      if (!st.ok()) {
+        failures[r] = st.ToString();
+        return;
+      }
+      std::atomic<int> bad{0};
+      std::vector<std::thread> waiters;
+      for (int t = 0; t < threads; ++t)
+        waiters.emplace_back([&, t] {
+          for (int i = 0; i < calls; ++i) {
+            float v = static_cast<float>(r + i);
+            TensorView tv{&v, DataType::kFloat32, {1}};
+            CollectiveArgs args;
+            args.name = "sync." + std::to_string(t) + "." + std::to_string(i);
+            Handle h;
+            if (!e->Allreduce(tv, args, &h).ok() || !h.Wait(60).ok() ||
+                v != static_cast<float>(0 + 1 + 2 + n * i))
+              ++bad;
+          }
+        });
+      for (auto& w : waiters) w.join();
+      if (bad) failures[r] += "sync;";
+
+      // The tiny op right before parks the loop thread, so the waiter drives
+      // the big one unless this thread is descheduled for a while; hence
+      // several tries.
+      std::vector<float> big(8 << 20);
+      int drove = 0;
+      for (int k = 0; k < 5; ++k) {
+        float tiny = 1.f;
+        TensorView tt{&tiny, DataType::kFloat32, {1}};
+        TensorView bt{
+            big.data(), DataType::kFloat32, {static_cast<int64_t>(big.size())}};
+        std::fill(big.begin(), big.end(), 1.f);
+        CollectiveArgs args;
+        args.name = "tiny." + std::to_string(k);
+        Handle h;
+        if (!e->Allreduce(tt, args, &h).ok() || !h.Wait(60).ok())
+          failures[r] += "tiny;";
+        args.name = "big." + std::to_string(k);
+        if (!e->Allreduce(bt, args, &h).ok()) failures[r] += "big enqueue;";
+        double cpu = ThreadCpuSeconds();
+        if (!h.Wait(60).ok() || big[big.size() / 2] != 3.f)
+          failures[r] += "big;";
+        if (ThreadCpuSeconds() - cpu > 2e-3) ++drove;
+      }
+      if ((drove > 0) != (std::string(GetParam()) == "1"))
+        failures[r] += "waiter drove " + std::to_string(drove) + " of 5;";
+
+      std::vector<float> a(20, 1.f);
+      std::vector<Handle> hs(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        TensorView tv{&a[i], DataType::kFloat32, {1}};
+        CollectiveArgs args;
+        args.name = "polled." + std::to_string(i);
+        if (!e->Allreduce(tv, args, &hs[i]).ok()) failures[r] += "enqueue;";
+      }
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      for (Handle& h : hs)
+        while (h.valid() && !h.Poll() &&
+               std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+      for (size_t i = 0; i < a.size(); ++i)
+        if (!hs[i].Poll() || !hs[i].status().ok() || a[i] != 3.f)
+          failures[r] += "polled;";
+
+      float late = 1.f;
+      TensorView tv{&late, DataType::kFloat32, {1}};
+      CollectiveArgs args;
+      args.name = "late";
+      if (r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      Handle h;
+      if (!e->Allreduce(tv, args, &h).ok()) failures[r] += "late enqueue;";
+      if (r == 0 && h.Wait(0.05).code() != StatusCode::kTimeout)
+        failures[r] += "no timeout;";
+      if (!h.Wait(60).ok() || late != 3.f) failures[r] += "late;";
+      if (!e->Shutdown().ok()) failures[r] += "shutdown;";
+    });
+  }
+  for (auto& t : ranks) t.join();
+  unsetenv("HOROVOD_CALLER_DRIVES");
+  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(CallerDrives, EngineDrivers,
+                         ::testing::Values("1", "0"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param) == "1" ? "Waiter"
+                                                                 : "LoopThread";
+                         });
 
 TEST(Engine, WrongSecretIsRefused) {
   const int port = FreePort();

@@ -1,0 +1,104 @@
+// DriveGate and Handle::Wait: a waiter runs the engine's drive function on
+// its own thread; timeouts hold while it drives; a closed gate is never
+// entered again and Close waits for drivers still inside.
+#include "runtime/drive_gate.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "runtime/handle_state.h"
+
+namespace horovod {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+TEST(DriveGate, WaiterDrivesOnItsOwnThread) {
+  std::thread::id driver;
+  auto gate =
+      std::make_shared<DriveGate>([&](HandleState& h, DriveGate::TimePoint) {
+        driver = std::this_thread::get_id();
+        h.Complete(Status::Mismatch("from the driver"));
+      });
+  auto state = std::make_shared<HandleState>();
+  state->gate = gate;
+  Status st = Handle(state).Wait();
+  EXPECT_EQ(driver, std::this_thread::get_id());
+  EXPECT_EQ(st.code(), StatusCode::kMismatch);
+  EXPECT_EQ(st.message(), "from the driver");
+}
+
+TEST(DriveGate, DoneHandleIsNotDriven) {
+  int drives = 0;
+  auto gate = std::make_shared<DriveGate>(
+      [&](HandleState&, DriveGate::TimePoint) { ++drives; });
+  auto state = std::make_shared<HandleState>();
+  state->gate = gate;
+  state->Complete(Status::OK());
+  EXPECT_TRUE(Handle(state).Wait().ok());
+  EXPECT_EQ(drives, 0);
+}
+
+TEST(DriveGate, TimeoutHoldsWhileDriving) {
+  // A driver that never completes the handle but honours `until`, as the
+  // engine's does.
+  auto gate =
+      std::make_shared<DriveGate>([](HandleState&, DriveGate::TimePoint until) {
+        std::this_thread::sleep_until(until);
+      });
+  auto state = std::make_shared<HandleState>();
+  state->gate = gate;
+  auto t0 = SteadyClock::now();
+  Status st = Handle(state).Wait(0.05);
+  double waited =
+      std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  EXPECT_EQ(st.code(), StatusCode::kTimeout);
+  EXPECT_GE(waited, 0.05);
+  EXPECT_LT(waited, 5.0);
+}
+
+TEST(DriveGate, ClosedGateFallsBackToWaiting) {
+  std::atomic<int> drives{0};
+  auto gate = std::make_shared<DriveGate>(
+      [&](HandleState&, DriveGate::TimePoint) { ++drives; });
+  gate->Close();
+  auto state = std::make_shared<HandleState>();
+  state->gate = gate;
+  std::thread completer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    state->Complete(Status::OK());
+  });
+  EXPECT_TRUE(Handle(state).Wait(10).ok());
+  completer.join();
+  EXPECT_EQ(drives.load(), 0);
+  EXPECT_FALSE(gate->Drive(*state, SteadyClock::now()));
+}
+
+TEST(DriveGate, CloseWaitsForDriversInside) {
+  std::atomic<bool> inside{false}, release{false}, closed{false};
+  auto gate =
+      std::make_shared<DriveGate>([&](HandleState& h, DriveGate::TimePoint) {
+        inside = true;
+        while (!release) std::this_thread::yield();
+        h.Complete(Status::OK());
+      });
+  auto state = std::make_shared<HandleState>();
+  state->gate = gate;
+  std::thread waiter([&] { EXPECT_TRUE(Handle(state).Wait(10).ok()); });
+  while (!inside) std::this_thread::yield();
+  std::thread closer([&] {
+    gate->Close();
+    closed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(closed.load());
+  release = true;
+  closer.join();
+  waiter.join();
+  EXPECT_TRUE(closed.load());
+}
+
+}  // namespace
+}  // namespace horovod
