@@ -49,9 +49,10 @@ constexpr double kDefaultSpinUs = 50;
 // work nobody waits for yet (async ops, rank 0 coordinating idle ranks)
 // starts at most this late.
 constexpr auto kParkGrace = std::chrono::milliseconds(1);
-// How long a waiting caller blocks on drive_mu_ before it looks at its
-// handle again.
-constexpr auto kLockWait = std::chrono::milliseconds(10);
+// How often a waiter that cannot drive yet looks again (try_lock only: a
+// blocking lock could outlast the waiter's timeout while the holder waits
+// inside a collective).
+constexpr auto kDriveRetry = std::chrono::microseconds(50);
 
 std::string ShutdownMessage() {
   return "Horovod has been shut down. This was caused by an exception on one "
@@ -376,7 +377,7 @@ class EngineImpl {
   void Loop() {
     while (!loop_done_.load()) {
       if (!MayDrive()) continue;
-      std::unique_lock<std::timed_mutex> drive(drive_mu_);
+      std::unique_lock<std::mutex> drive(drive_mu_);
       while (!loop_done_.load() && callers_.load() == 0) RunStep(1000);
     }
   }
@@ -406,18 +407,14 @@ class EngineImpl {
     // Ends the loop thread's wait so it lets go of drive_mu_.
     if (!parked_.load()) queue_.Wake();
     while (!done() && !loop_done_.load() && Clock::now() < until) {
-      std::unique_lock<std::timed_mutex> drive(drive_mu_, std::defer_lock);
-      // The loop thread lets go within a step; another caller only once its
-      // own handle is done.
-      if (caller_driving_.load() ? !drive.try_lock()
-                                 : !drive.try_lock_until(std::min(
-                                       until, Clock::now() + kLockWait))) {
+      std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
+      if (!drive.owns_lock()) {
+        // The loop thread lets go at the end of its step; another waiter
+        // once its own handle is done, and it may complete ours meanwhile.
         std::unique_lock<std::mutex> lock(h.mu);
-        h.cv.wait_for(lock, std::chrono::microseconds(100),
-                      [&h] { return h.done; });
+        h.cv.wait_for(lock, kDriveRetry, [&h] { return h.done; });
         continue;
       }
-      caller_driving_.store(true);
       while (!done() && !loop_done_.load()) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                         until - Clock::now())
@@ -425,7 +422,6 @@ class EngineImpl {
         if (left < 0) break;
         RunStep(static_cast<int>(std::min<int64_t>(1000, left + 1)));
       }
-      caller_driving_.store(false);
     }
     last_drive_end_.store(Clock::now().time_since_epoch().count());
     callers_.fetch_sub(1);
@@ -717,10 +713,9 @@ class EngineImpl {
   int64_t tuned_small_allreduce_bytes_ = -1;  // for the next response list
   std::unique_ptr<Executor> executor_;
   std::thread thread_;
-  std::shared_ptr<DriveGate> gate_;  // null: only the loop thread drives
-  std::timed_mutex drive_mu_;        // held by whoever runs steps
-  std::atomic<int> callers_{0};      // waiters driving or about to
-  std::atomic<bool> caller_driving_{false};
+  std::shared_ptr<DriveGate> gate_;         // null: only the loop thread drives
+  std::mutex drive_mu_;                     // held by whoever runs steps
+  std::atomic<int> callers_{0};             // waiters driving or about to
   std::atomic<int64_t> last_drive_end_{0};  // steady clock ticks
   std::mutex park_mu_;
   std::condition_variable park_cv_;
