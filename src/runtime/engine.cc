@@ -114,8 +114,8 @@ class EngineImpl {
       if (!st.ok()) HVD_LOG(kError, st.message() << " (HOROVOD_TIMELINE)");
     }
     executor_ = std::make_unique<Executor>(transport_.get(), shm_.get(),
-                                           &queue_, &sets_, knobs_, &timeline_,
-                                           std::move(mesh.hosts));
+                                           make_shm_, &queue_, &sets_, knobs_,
+                                           &timeline_, std::move(mesh.hosts));
     if (knobs_.caller_drives)
       gate_ = std::make_shared<DriveGate>(
           [this](HandleState& h, DriveGate::TimePoint until) {
@@ -307,23 +307,31 @@ class EngineImpl {
   // yield the core every few microseconds, so the rank they wait for still
   // runs, and a futex wake-up costs far more than that (np=4 on 2 cores:
   // 4 B allreduce ~90 µs sleeping at once, ~15 µs spinning).
+  // The executor makes groups for smaller member lists (process sets) the
+  // same way.
   Status JoinSharedMemory(TcpTransport* tcp,
                           const std::vector<std::string>& hosts) {
     if (knobs_.shm_disable) return Status::OK();
-    std::vector<int> local;
-    for (int r = 0; r < job_.size; ++r)
-      if (hosts[r] == hosts[job_.rank]) local.push_back(r);
-    if (local.size() < 2) return Status::OK();
     ShmConfig config;
     config.region_bytes = static_cast<size_t>(knobs_.shm_buffer_bytes);
     config.timeout_s = knobs_.operation_timeout_s;
     config.spin_us =
         knobs_.spin_time_us >= 0 ? knobs_.spin_time_us : kDefaultSpinUs;
-    loop_spin_ = AdaptiveSpin(config.spin_us);
-    std::vector<int> fds(job_.size, -1);
+    make_shm_ = [tcp, config, size = job_.size, me = job_.rank](
+                    const std::vector<int>& members,
+                    std::unique_ptr<ShmGroup>* out) {
+      // Each peer's TCP link tells when it dies while we wait on it.
+      std::vector<int> fds(size, -1);
+      for (int r : members)
+        if (r != me) fds[r] = tcp->PeerFd(r);
+      return ShmGroup::Create(tcp, members, fds, config, out);
+    };
+    std::vector<int> local;
     for (int r = 0; r < job_.size; ++r)
-      if (r != job_.rank) fds[r] = tcp->PeerFd(r);
-    return ShmGroup::Create(tcp, local, fds, config, &shm_);
+      if (hosts[r] == hosts[job_.rank]) local.push_back(r);
+    if (local.size() < 2) return Status::OK();
+    loop_spin_ = AdaptiveSpin(config.spin_us);
+    return make_shm_(local, &shm_);
   }
 
   // With every rank on this host in the shared-memory group, coordination
@@ -435,9 +443,11 @@ class EngineImpl {
                                : WorkerStep(max_wait_ms, &finished);
     if (st.ok() && !finished) return;
     if (!st.ok()) Fatal(st.message());
-    // Transfers that broke as the job shut down still owe their callers an
+    // Transfers that broke as the job shut down, and operations it will
+    // never run (another rank shut it down), still owe their callers an
     // answer.
     executor_->FailBroken(Status::Aborted(ShutdownMessage()));
+    queue_.FailAll(Status::Aborted(ShutdownMessage()));
     loop_done_.store(true);
     park_cv_.notify_all();
   }
@@ -687,6 +697,7 @@ class EngineImpl {
           (void)control_[0]->Drain(Deadline::After(0.5));
       }
       if (shm_) shm_->Abort(reason);
+      if (executor_) executor_->Abort(reason);
       transport_->Abort(reason);
       for (auto& link : control_) link->Close();
     }
@@ -701,7 +712,8 @@ class EngineImpl {
   TensorQueue queue_;
   std::unique_ptr<LoopbackFabric> fabric_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<ShmGroup> shm_;
+  std::unique_ptr<ShmGroup> shm_;  // every rank on this host
+  ShmGroupFactory make_shm_;       // empty without shared memory
   AdaptiveSpin loop_spin_;  // waits for work on the shared-memory doorbell
   std::vector<std::unique_ptr<ControlLink>> control_;
   Doorbell* bell_ = nullptr;  // set when control frames go through shm_

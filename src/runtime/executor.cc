@@ -25,11 +25,13 @@ bool Is(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
 
 }  // namespace
 
-Executor::Executor(Transport* transport, ShmGroup* shm, TensorQueue* queue,
+Executor::Executor(Transport* transport, ShmGroup* shm,
+                   ShmGroupFactory make_shm, TensorQueue* queue,
                    ProcessSetTable* sets, const Knobs& knobs,
                    Timeline* timeline, std::vector<std::string> hosts)
     : transport_(transport),
       shm_(shm),
+      make_shm_(std::move(make_shm)),
       queue_(queue),
       sets_(sets),
       timeline_(timeline),
@@ -44,31 +46,64 @@ void Executor::SetSmallAllreduceBytes(int64_t bytes) {
   plans_.clear();  // their communicators hold the old setting; rare
 }
 
-Communicator Executor::MakeComm(const std::vector<int>& members) {
-  ShmGroup* shm =
-      shm_ != nullptr && shm_->members() == members ? shm_ : nullptr;
-  return Communicator(transport_, members, &algo_scratch_, algo_, shm);
+Status Executor::ShmFor(const std::vector<int>& members, ShmGroup** group) {
+  *group = nullptr;
+  if (shm_ != nullptr && shm_->members() == members) {
+    *group = shm_;
+    return Status::OK();
+  }
+  const int me = transport_->rank();
+  if (!make_shm_ || members.size() < 2 ||
+      hosts_.size() <= static_cast<size_t>(me))
+    return Status::OK();
+  for (int m : members)
+    if (hosts_[m] != hosts_[me]) return Status::OK();
+  auto it = groups_.find(members);
+  if (it == groups_.end()) {
+    // Every member reaches this at the same point of the response stream:
+    // the set's first collective (or the first after it was dropped).
+    std::unique_ptr<ShmGroup> g;
+    HVD_RETURN_IF_ERROR(make_shm_(members, &g));
+    std::lock_guard<std::mutex> lock(groups_mu_);
+    it = groups_.emplace(members, std::move(g)).first;
+  }
+  *group = it->second.get();  // null: these ranks could not share memory
+  return Status::OK();
 }
 
-Executor::Plan* Executor::PlanFor(int process_set) {
+Status Executor::MakeComm(const std::vector<int>& members,
+                          std::unique_ptr<Communicator>* comm) {
+  ShmGroup* shm;
+  HVD_RETURN_IF_ERROR(ShmFor(members, &shm));
+  *comm = std::make_unique<Communicator>(transport_, members, &algo_scratch_,
+                                         algo_, shm);
+  return Status::OK();
+}
+
+Status Executor::PlanFor(int process_set, Plan** out) {
+  *out = nullptr;
   auto it = plans_.find(process_set);
-  if (it != plans_.end()) return &it->second;
+  if (it != plans_.end()) {
+    *out = &it->second;
+    return Status::OK();
+  }
   std::vector<int> members;
   const int me = transport_->rank();
   if (!sets_->Get(process_set, &members) ||
       std::find(members.begin(), members.end(), me) == members.end())
-    return nullptr;
+    return Status::OK();
   Plan plan;
-  plan.all = std::make_unique<Communicator>(MakeComm(members));
+  HVD_RETURN_IF_ERROR(MakeComm(members, &plan.all));
   if (hierarchical_allreduce_ && hosts_.size() > static_cast<size_t>(me)) {
     HostSplit split = SplitByHost(members, hosts_, me);
     if (split.useful) {
-      plan.local = std::make_unique<Communicator>(MakeComm(split.local));
+      HVD_RETURN_IF_ERROR(MakeComm(split.local, &plan.local));
       if (split.leader)
-        plan.cross = std::make_unique<Communicator>(MakeComm(split.leaders));
+        HVD_RETURN_IF_ERROR(MakeComm(split.leaders, &plan.cross));
     }
   }
-  return &plans_.emplace(process_set, std::move(plan)).first->second;
+  *out = &plans_.emplace(process_set, std::move(plan)).first->second;
+  return Status::OK();
 }
 
 void Executor::Mark(const Response& r, const char* activity) {
@@ -95,6 +130,12 @@ void Executor::Done(TensorEntry& e, const Status& s) {
     broken_.push_back(std::move(e));
 }
 
+void Executor::Abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(groups_mu_);
+  for (auto& kv : groups_)
+    if (kv.second != nullptr) kv.second->Abort(reason);
+}
+
 void Executor::FailBroken(const Status& status) {
   for (auto& e : broken_) Finish(e, status);
   broken_.clear();
@@ -113,10 +154,16 @@ Status Executor::Execute(const Response& r) {
       r.op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet)) {
     int id = static_cast<int>(r.sizes[0]);
     plans_.erase(id);
-    if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet))
+    if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet)) {
       sets_->Put(id, std::vector<int>(r.sizes.begin() + 1, r.sizes.end()));
-    else
+    } else {
       sets_->Remove(id);
+      // A group is shared by every plan over the same ranks; the survivors
+      // rebuild theirs on next use, collectively again. Removal is rare.
+      plans_.clear();
+      std::lock_guard<std::mutex> lock(groups_mu_);
+      groups_.clear();
+    }
     TensorEntry e;
     if (queue_->Take(TensorKey(0, r.names[0]), &e)) {
       e.handle->int_result = id;
@@ -132,7 +179,8 @@ Status Executor::Execute(const Response& r) {
     }
     return Status::OK();
   }
-  Plan* plan = PlanFor(r.process_set);
+  Plan* plan;
+  HVD_RETURN_IF_ERROR(PlanFor(r.process_set, &plan));
   if (plan == nullptr) return Status::OK();  // not ours to run
   Communicator& comm = *plan->all;
   switch (static_cast<OpType>(r.op)) {

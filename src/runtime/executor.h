@@ -6,9 +6,12 @@
 #ifndef HOROVOD_RUNTIME_EXECUTOR_H_
 #define HOROVOD_RUNTIME_EXECUTOR_H_
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "collectives/hierarchical_allreduce.h"
@@ -22,16 +25,25 @@
 
 namespace horovod {
 
+// Creates a shared-memory group over `members` (global ranks, ascending,
+// ours included, all on our host), collectively with them; null without
+// error when they cannot share memory (ShmGroup::Create).
+using ShmGroupFactory = std::function<Status(const std::vector<int>& members,
+                                             std::unique_ptr<ShmGroup>* out)>;
+
 class Executor {
  public:
   // `shm`, if not null, holds this host's ranks; collectives whose members
-  // are exactly those go through shared memory. `hosts[r]` is global rank
-  // r's host key: allreduce over members on several hosts goes
-  // hierarchically unless the knobs turn that off. `timeline` (owned by the
-  // engine) receives each tensor's activities while it is active.
-  Executor(Transport* transport, ShmGroup* shm, TensorQueue* queue,
-           ProcessSetTable* sets, const Knobs& knobs, Timeline* timeline,
-           std::vector<std::string> hosts);
+  // are exactly those go through shared memory. Other member lists on our
+  // host (process sets, a host's part of a hierarchical allreduce) get a
+  // group of their own from `make_shm` on first use, if it is set.
+  // `hosts[r]` is global rank r's host key: allreduce over members on
+  // several hosts goes hierarchically unless the knobs turn that off.
+  // `timeline` (owned by the engine) receives each tensor's activities
+  // while it is active.
+  Executor(Transport* transport, ShmGroup* shm, ShmGroupFactory make_shm,
+           TensorQueue* queue, ProcessSetTable* sets, const Knobs& knobs,
+           Timeline* timeline, std::vector<std::string> hosts);
 
   Status Execute(const Response& resp);
   // Every rank must switch at the same point of the response stream.
@@ -39,6 +51,8 @@ class Executor {
   // Completes the entries whose transfer broke, once the engine knows the
   // root cause (which rank died) rather than just the broken link.
   void FailBroken(const Status& status);
+  // Wakes and fails every wait in the groups it made (any thread).
+  void Abort(const std::string& reason);
 
  private:
   // How this rank runs one process set's collectives, built on its first
@@ -48,9 +62,13 @@ class Executor {
     std::unique_ptr<Communicator> local;  // hierarchical: members on our host
     std::unique_ptr<Communicator> cross;  // hierarchical, leaders: one a host
   };
-  // Null when we are not a member of the set (or it is unknown).
-  Plan* PlanFor(int process_set);
-  Communicator MakeComm(const std::vector<int>& members);
+  // *plan is null when we are not a member of the set (or it is unknown).
+  // Fails only when creating a shared-memory group does.
+  Status PlanFor(int process_set, Plan** plan);
+  Status MakeComm(const std::vector<int>& members,
+                  std::unique_ptr<Communicator>* comm);
+  // The shared-memory group over `members`, if they can have one.
+  Status ShmFor(const std::vector<int>& members, ShmGroup** group);
 
   // Takes the response's entries, runs one of the two below, completes.
   Status Allreduce(const Response& r, Plan& plan);
@@ -74,6 +92,12 @@ class Executor {
 
   Transport* transport_;
   ShmGroup* shm_;
+  ShmGroupFactory make_shm_;
+  // Groups made by make_shm_, by member list. They outlive the plans (which
+  // the autotuner rebuilds) because making one is a collective with
+  // pre-faulted segments.
+  std::map<std::vector<int>, std::unique_ptr<ShmGroup>> groups_;
+  std::mutex groups_mu_;  // changes to groups_ vs Abort from other threads
   TensorQueue* queue_;
   ProcessSetTable* sets_;
   Timeline* timeline_;

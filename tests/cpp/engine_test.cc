@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace horovod {
@@ -196,6 +199,114 @@ INSTANTIATE_TEST_SUITE_P(CallerDrives, EngineDrivers,
                            return std::string(info.param) == "1" ? "Waiter"
                                                                  : "LoopThread";
                          });
+
+// Every collective in process sets smaller than the host's group, one that
+// includes rank 0 (the coordinator) and one that does not, then again after
+// a set is removed (groups are rebuilt). They run over shared memory of
+// their own: rank 0's timeline shows SHM_ for its set's transfers and no
+// TCP_ at all.
+std::string RunInSet(Engine& e, int r, int set, const std::vector<int>& m,
+                     const std::string& tag) {
+  std::string bad;
+  const int n = static_cast<int>(m.size());
+  int me = 0;
+  while (m[me] != r) ++me;
+  float sum = 0;
+  for (int x : m) sum += x + 1;
+  CollectiveArgs args;
+  args.process_set = set;
+  Handle h;
+  for (int64_t count : {int64_t{1000}, int64_t{3} << 20}) {
+    std::vector<float> v(count, float(r + 1));
+    args.name = tag + ".ar" + std::to_string(count);
+    if (!e.Allreduce({v.data(), DataType::kFloat32, {count}}, args, &h).ok() ||
+        !h.Wait(60).ok() || v[0] != sum || v[count - 1] != sum)
+      bad += tag + " allreduce " + std::to_string(count) + ";";
+  }
+  std::vector<int32_t> g(r + 1, r);
+  args.name = tag + ".ag";
+  if (!e.Allgather({g.data(), DataType::kInt32, {r + 1}}, args, &h).ok() ||
+      !h.Wait(60).ok()) {
+    bad += tag + " allgather;";
+  } else {
+    const int32_t* out = static_cast<int32_t*>(h.output()->data());
+    std::vector<int32_t> want;
+    for (int x : m) want.insert(want.end(), x + 1, x);
+    if (h.output_shape() != std::vector<int64_t>{int64_t(want.size())} ||
+        !std::equal(want.begin(), want.end(), out))
+      bad += tag + " allgather values;";
+  }
+  std::vector<float> b(8, float(r));
+  args.name = tag + ".bc";
+  args.root = m.back();
+  if (!e.Broadcast({b.data(), DataType::kFloat32, {8}}, args, &h).ok() ||
+      !h.Wait(60).ok() || b[7] != float(m.back()))
+    bad += tag + " broadcast;";
+  std::vector<int32_t> a(n);
+  for (int j = 0; j < n; ++j) a[j] = r * 100 + j;
+  args.name = tag + ".a2a";
+  if (!e.Alltoall({a.data(), DataType::kInt32, {n}}, args, &h).ok() ||
+      !h.Wait(60).ok()) {
+    bad += tag + " alltoall;";
+  } else {
+    const int32_t* out = static_cast<int32_t*>(h.output()->data());
+    for (int j = 0; j < n; ++j)
+      if (out[j] != m[j] * 100 + me) bad += tag + " alltoall values;";
+  }
+  std::vector<float> rs(2 * n, float(r + 1));
+  args.name = tag + ".rs";
+  args.op = ReduceOp::kSum;
+  if (!e.Reducescatter({rs.data(), DataType::kFloat32, {2 * n}}, args, &h)
+           .ok() ||
+      !h.Wait(60).ok() || h.output_shape() != std::vector<int64_t>{2} ||
+      static_cast<float*>(h.output()->data())[1] != sum)
+    bad += tag + " reducescatter;";
+  return bad;
+}
+
+TEST(Engine, ProcessSetsWithinAHostShareMemory) {
+  const int n = 3, port = FreePort();
+  const std::string timeline =
+      ::testing::TempDir() + "sets" + std::to_string(getpid()) + ".json";
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Engine> e;
+      Status st = Engine::Start(Job(r, n, port, "test-secret"), &e);
+      if (!st.ok()) {
+        failures[r] = st.ToString();
+        return;
+      }
+      if (r == 0 && !e->StartTimeline(timeline, false).ok())
+        failures[r] += "timeline;";
+      int a = -1, b = -1;
+      if (!e->AddProcessSet({0, 1}, &a).ok() ||
+          !e->AddProcessSet({1, 2}, &b).ok())
+        failures[r] += "add;";
+      for (int round = 0; round < 2; ++round) {
+        const std::string k = std::to_string(round);
+        if (r <= 1) failures[r] += RunInSet(*e, r, a, {0, 1}, "a" + k);
+        if (r >= 1) failures[r] += RunInSet(*e, r, b, {1, 2}, "b" + k);
+      }
+      if (!e->RemoveProcessSet(a).ok()) failures[r] += "remove;";
+      if (r >= 1) failures[r] += RunInSet(*e, r, b, {1, 2}, "b2");
+      // One rank's shutdown ends the job for all.
+      if (!e->Barrier().ok()) failures[r] += "barrier;";
+      if (!e->Shutdown().ok()) failures[r] += "shutdown;";
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+  std::ifstream f(timeline);
+  std::string text((std::istreambuf_iterator<char>(f)),
+                   std::istreambuf_iterator<char>());
+  for (const char* op : {"SHM_ALLREDUCE", "SHM_ALLGATHER", "SHM_BROADCAST",
+                         "SHM_ALLTOALL", "SHM_REDUCESCATTER"})
+    EXPECT_NE(text.find(op), std::string::npos) << op;
+  EXPECT_EQ(text.find("TCP_"), std::string::npos);
+  std::remove(timeline.c_str());
+}
 
 TEST(Engine, WrongSecretIsRefused) {
   const int port = FreePort();
