@@ -137,11 +137,12 @@ class EngineImpl {
 
   Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
                  const CollectiveArgs& args, std::vector<Handle>* handles) {
-    std::vector<int> members;
-    if (!sets_.Get(args.process_set, &members))
+    std::shared_ptr<const std::vector<int>> set = sets_.Find(args.process_set);
+    if (set == nullptr)
       return Status::InvalidArgument(
           "process set " + std::to_string(args.process_set) +
           " is not registered on rank " + std::to_string(job_.rank));
+    const std::vector<int>& members = *set;
     if (std::find(members.begin(), members.end(), job_.rank) == members.end())
       return Status::InvalidArgument("rank " + std::to_string(job_.rank) +
                                      " is not a member of process set " +
@@ -230,45 +231,49 @@ class EngineImpl {
 
   Status Validate(OpType op, const TensorView& t, const CollectiveArgs& args,
                   const std::vector<int>& members, Request* r) {
-    const std::string where =
-        " (rank " + std::to_string(job_.rank) + ", tensor '" + r->name + "')";
+    // Built only for an error: this runs for every tensor enqueued.
+    auto where = [&] {
+      return " (rank " + std::to_string(job_.rank) + ", tensor '" + r->name +
+             "')";
+    };
     if (t.device != -1)
       return Status::InvalidArgument(
-          "only CPU tensors are supported by this build" + where);
+          "only CPU tensors are supported by this build" + where());
     for (int64_t d : t.shape)
-      if (d < 0) return Status::InvalidArgument("negative dimension" + where);
+      if (d < 0) return Status::InvalidArgument("negative dimension" + where());
     if (t.data == nullptr && t.NumElements() > 0)
-      return Status::InvalidArgument("tensor has no data" + where);
+      return Status::InvalidArgument("tensor has no data" + where());
     const bool reduces =
         op == OpType::kAllreduce || op == OpType::kReducescatter;
     if (reduces && args.op == ReduceOp::kAdasum)
       return Status::InvalidArgument(
           "op=Adasum is not supported by this engine yet; use Average or "
           "Sum" +
-          where);
+          where());
     if (t.dtype == DataType::kBool &&
         (op == OpType::kReducescatter ||
          (op == OpType::kAllreduce && args.op == ReduceOp::kAverage)))
       return Status::InvalidArgument(
           std::string("bool tensors support allreduce with Sum, Min, Max or "
                       "Product, allgather, broadcast and alltoall; not ") +
-          (op == OpType::kReducescatter ? "reducescatter" : "Average") + where);
+          (op == OpType::kReducescatter ? "reducescatter" : "Average") +
+          where());
     if (reduces && (args.prescale != 1.0 || args.postscale != 1.0) &&
         t.dtype == DataType::kBool)
-      return Status::InvalidArgument("bool tensors cannot be scaled" + where);
+      return Status::InvalidArgument("bool tensors cannot be scaled" + where());
     if (op == OpType::kBroadcast &&
         std::find(members.begin(), members.end(), args.root) == members.end())
       return Status::InvalidArgument(
           "broadcast root rank " + std::to_string(args.root) +
           " is out of range for a process set of ranks " +
           ShapeString(std::vector<int64_t>(members.begin(), members.end())) +
-          where);
+          where());
     if ((op == OpType::kAllgather || op == OpType::kAlltoall) &&
         t.shape.empty())
       return Status::InvalidArgument(std::string(OpTypeName(op)) +
                                      " needs a tensor of at least one "
                                      "dimension" +
-                                     where);
+                                     where());
     if (op == OpType::kAlltoall) {
       const int64_t n = static_cast<int64_t>(members.size());
       if (args.splits.empty()) {
@@ -278,24 +283,24 @@ class EngineImpl {
               std::to_string(t.shape[0]) +
               ") divisible by the number of "
               "ranks (" +
-              std::to_string(n) + ")" + where);
+              std::to_string(n) + ")" + where());
         r->splits.assign(n, t.shape[0] / n);
       } else {
         if (static_cast<int64_t>(args.splits.size()) != n)
-          return Status::InvalidArgument("alltoall splits have " +
-                                         std::to_string(args.splits.size()) +
-                                         " entries but the process set has " +
-                                         std::to_string(n) + " ranks" + where);
+          return Status::InvalidArgument(
+              "alltoall splits have " + std::to_string(args.splits.size()) +
+              " entries but the process set has " + std::to_string(n) +
+              " ranks" + where());
         int64_t sum = 0;
         for (int64_t s : args.splits) {
           if (s < 0)
-            return Status::InvalidArgument("negative alltoall split" + where);
+            return Status::InvalidArgument("negative alltoall split" + where());
           sum += s;
         }
         if (sum != t.shape[0])
           return Status::InvalidArgument(
               "alltoall splits sum to " + std::to_string(sum) +
-              " but dim 0 is " + std::to_string(t.shape[0]) + where);
+              " but dim 0 is " + std::to_string(t.shape[0]) + where());
         r->splits = args.splits;
       }
     }
