@@ -23,6 +23,26 @@ std::string TransportPrefix(const Communicator& comm) {
 
 bool Is(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
 
+// Whether two present entries share memory. Reduced where they lie, the
+// later one would read the earlier one's result as its input (in a later
+// round); through the fusion buffer each is read before any is written.
+bool AnyOverlap(const std::vector<TensorEntry>& entries,
+                const std::vector<bool>& present,
+                std::vector<std::pair<const char*, const char*>>* ranges) {
+  ranges->clear();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!present[i]) continue;
+    const char* begin = static_cast<const char*>(entries[i].tensor.data);
+    const size_t bytes = entries[i].tensor.NumBytes();
+    if (bytes > 0) ranges->emplace_back(begin, begin + bytes);
+  }
+  if (ranges->size() < 2) return false;
+  std::sort(ranges->begin(), ranges->end());
+  for (size_t i = 1; i < ranges->size(); ++i)
+    if ((*ranges)[i].first < (*ranges)[i - 1].second) return true;
+  return false;
+}
+
 }  // namespace
 
 Executor::Executor(Transport* transport, ShmGroup* shm,
@@ -213,7 +233,8 @@ Status Executor::Allreduce(const Response& r, Plan& plan) {
   if (r.reduce_op == ReduceOp::kAverage) post /= plan.all->size();
   // Shared memory reads and writes the tensors where they lie; the other
   // algorithms want one contiguous buffer.
-  Status st = plan.all->shm() != nullptr && plan.local == nullptr
+  Status st = plan.all->shm() != nullptr && plan.local == nullptr &&
+                      !AnyOverlap(entries_, present_, &ranges_)
                   ? AllreduceInPlace(r, *plan.all, op, post)
                   : AllreduceBuffered(r, plan, op, post);
   for (size_t i = 0; i < r.names.size(); ++i)

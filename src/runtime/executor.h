@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -112,6 +113,7 @@ class Executor {
   std::vector<TensorEntry> entries_;
   std::vector<bool> present_;
   std::vector<Piece> pieces_;
+  std::vector<std::pair<const char*, const char*>> ranges_;  // AnyOverlap
 };
 
 }  // namespace horovod

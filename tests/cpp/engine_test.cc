@@ -308,6 +308,41 @@ TEST(Engine, ProcessSetsWithinAHostShareMemory) {
   std::remove(timeline.c_str());
 }
 
+// One grouped allreduce given the same tensor twice, large enough to take
+// several shared-memory rounds: each element is reduced once, not reduced
+// again as the second tensor's input.
+TEST(Engine, AliasedTensorsInOneFusedAllreduce) {
+  const int n = 3, port = FreePort();
+  std::vector<std::string> failures(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      std::unique_ptr<Engine> e;
+      Status st = Engine::Start(Job(r, n, port, "test-secret"), &e);
+      if (!st.ok()) {
+        failures[r] = st.ToString();
+        return;
+      }
+      const int64_t count = 3 << 20;  // 12 MiB: rounds of a 4 MiB region
+      std::vector<float> v(count, float(r + 1));
+      TensorView t{v.data(), DataType::kFloat32, {count}};
+      CollectiveArgs args;
+      args.name = "alias";
+      std::vector<Handle> hs;
+      if (!e->GroupedAllreduce({t, t}, args, &hs).ok() ||
+          !hs[0].Wait(60).ok() || !hs[1].Wait(60).ok())
+        failures[r] += "allreduce;";
+      for (int64_t i : {int64_t{0}, count / 2, count - 1})
+        if (v[i] != 6.f)
+          failures[r] +=
+              "v[" + std::to_string(i) + "]=" + std::to_string(v[i]) + ";";
+      if (!e->Barrier().ok() || !e->Shutdown().ok()) failures[r] += "end;";
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
 TEST(Engine, WrongSecretIsRefused) {
   const int port = FreePort();
   Status st0, st1;
