@@ -5,12 +5,15 @@
 
 For every grid point (HOROVOD_FUSION_THRESHOLD x HOROVOD_CYCLE_TIME) one job
 measures the median step time; then one job runs with HOROVOD_AUTOTUNE=1
-until the tuner settles and measures the same way. The small-allreduce
+until the tuner settles and measures the same way; the tuned job and the
+best grid point are then run --repeats times each, interleaved. The small-allreduce
 crossover is held at its default in both (set explicitly, which also shows
 that autotune leaves explicit knobs alone). Prints
   AUTOTUNE,grid,<fusion_bytes>,<cycle_ms>,<median_step_us>
   AUTOTUNE,tuned,<fusion_bytes>,<cycle_ms>,<median_step_us>
-  AUTOTUNE,ratio,<tuned / best grid>
+  AUTOTUNE,best_again,<fusion_bytes>,<cycle_ms>,<median_step_us>
+  AUTOTUNE,ratio,<median tuned / best grid>
+  AUTOTUNE,ratio_remeasured,<median tuned / median best point re-run>
 """
 import argparse
 import csv
@@ -86,29 +89,46 @@ def main():
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--count", type=int, default=1000)
+    p.add_argument("--repeats", type=int, default=3,
+                   help="tuned jobs, each followed by one of the best grid point")
     args = p.parse_args()
     if args.worker:
         return worker(args)
-    best = None
+    best, best_env = None, None
     for fusion in GRID_FUSION:
         for cycle in GRID_CYCLE:
-            us = launch(args, {"HOROVOD_FUSION_THRESHOLD": str(fusion),
-                               "HOROVOD_CYCLE_TIME": str(cycle),
-                               "HOROVOD_SMALL_ALLREDUCE_BYTES": str(SMALL)})
+            env = {"HOROVOD_FUSION_THRESHOLD": str(fusion),
+                   "HOROVOD_CYCLE_TIME": str(cycle),
+                   "HOROVOD_SMALL_ALLREDUCE_BYTES": str(SMALL)}
+            us = launch(args, env)
             print("AUTOTUNE,grid,%d,%g,%.1f" % (fusion, cycle, us), flush=True)
-            best = us if best is None else min(best, us)
-    with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "autotune.csv")
-        us = launch(args, {"HOROVOD_AUTOTUNE": "1", "HOROVOD_AUTOTUNE_LOG": log,
-                           "HOROVOD_SMALL_ALLREDUCE_BYTES": str(SMALL)})
-        with open(log) as f:
-            rows = list(csv.DictReader(f))
-    chosen = [r for r in rows if r["kind"] == "best"][-1]
-    assert all(int(r["small_allreduce_bytes"]) == SMALL for r in rows)
-    print("AUTOTUNE,tuned,%s,%s,%.1f" % (chosen["fusion_threshold_bytes"],
-                                         chosen["cycle_time_ms"], us))
-    print("AUTOTUNE,samples,%d" % sum(r["kind"] == "sample" for r in rows))
-    print("AUTOTUNE,ratio,%.3f" % (us / best), flush=True)
+            if best is None or us < best:
+                best, best_env = us, env
+    # The grid's minimum is the luckiest of 12 noisy jobs, so it flatters the
+    # best point. Re-measure that point in fresh jobs, interleaved with the
+    # tuned jobs so both see the same machine, and compare medians too.
+    tuned, again = [], []
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "autotune.csv")
+            tuned.append(launch(args, {"HOROVOD_AUTOTUNE": "1",
+                                       "HOROVOD_AUTOTUNE_LOG": log,
+                                       "HOROVOD_SMALL_ALLREDUCE_BYTES": str(SMALL)}))
+            with open(log) as f:
+                rows = list(csv.DictReader(f))
+        chosen = [r for r in rows if r["kind"] == "best"][-1]
+        assert all(int(r["small_allreduce_bytes"]) == SMALL for r in rows)
+        print("AUTOTUNE,tuned,%s,%s,%.1f" % (chosen["fusion_threshold_bytes"],
+                                             chosen["cycle_time_ms"], tuned[-1]))
+        print("AUTOTUNE,samples,%d" % sum(r["kind"] == "sample" for r in rows))
+        again.append(launch(args, best_env))
+        print("AUTOTUNE,best_again,%s,%s,%.1f" % (
+            best_env["HOROVOD_FUSION_THRESHOLD"], best_env["HOROVOD_CYCLE_TIME"],
+            again[-1]), flush=True)
+    us = statistics.median(tuned)
+    print("AUTOTUNE,ratio,%.3f" % (us / best))
+    print("AUTOTUNE,ratio_remeasured,%.3f" % (us / statistics.median(again)),
+          flush=True)
 
 
 if __name__ == "__main__":

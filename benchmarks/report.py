@@ -4,6 +4,7 @@
 """
 import csv
 import os
+import statistics
 import sys
 from collections import defaultdict
 
@@ -40,7 +41,7 @@ def autotune_table(tune):
     rows = ["| run | fusion threshold | cycle time (ms) | median step (µs) |",
             "|---|---:|---:|---:|"]
     for r in tune:
-        if r[0] in ("grid", "tuned") and len(r) >= 4:
+        if r[0] in ("grid", "tuned", "best_again") and len(r) >= 4:
             rows.append(f"| {r[0]} | {human(int(r[1]))} | {r[2]} | {float(r[3]):.0f} |")
     return "\n".join(rows)
 
@@ -150,11 +151,17 @@ def targets(res, fusion, train, tune):
         one = fusion.get(prefix + "1x4000KiB")
         row(f"1000 x 4 KiB vs 1 x 4 MiB, {level} (step µs)", many, one, ratio(many, one),
             "<= 1.5x", lambda v: v <= 1.5)
-    tuned = next((r for r in tune if r[0] == "tuned"), None)
+    tuned = [float(r[3]) for r in tune if r[0] == "tuned"]
     grid = [float(r[3]) for r in tune if r[0] == "grid"]
+    again = [float(r[3]) for r in tune if r[0] == "best_again"]
     if tuned and grid:
-        row("autotune vs best grid point, fusion case (step µs)", float(tuned[3]), min(grid),
-            float(tuned[3]) / min(grid), "<= 1.1x", lambda v: v <= 1.1)
+        t = statistics.median(tuned)
+        row("autotune vs best grid point as the grid measured it (step µs)", t, min(grid),
+            t / min(grid), "<= 1.1x", lambda v: v <= 1.1)
+    if tuned and again:
+        t, b = statistics.median(tuned), statistics.median(again)
+        row("autotune vs best grid point re-measured beside it (step µs)", t, b, t / b,
+            "<= 1.1x", lambda v: v <= 1.1)
     h1, h2, d2 = train.get(("hvd", 1)), train.get(("hvd", 2)), train.get(("ddp", 2))
     row("training np=2 vs np=1 (img/s)", h2, h1, ratio(h2, h1), ">= 1.9x", lambda v: v >= 1.9)
     row("training np=2, ours vs DDP (img/s)", h2, d2, ratio(h2, d2), ">= 1.0x", lambda v: v >= 1.0)
