@@ -11,6 +11,7 @@
 #include "common/hmac.h"
 #include "common/logging.h"
 #include "rendezvous/handshake.h"
+#include "rendezvous/peer_table.h"
 
 namespace horovod {
 namespace {
@@ -63,36 +64,6 @@ std::string Absent(const std::vector<Socket>& links, int self) {
     s += (s.empty() ? "" : ", ") + std::to_string(r);
   }
   return "[" + s + "]";
-}
-
-Status ParseAddress(const std::string& text, std::string* host, int* port) {
-  size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || text.size() > 256)
-    return Status::Aborted("malformed peer address");
-  *host = text.substr(0, colon);
-  char* end = nullptr;
-  long p = std::strtol(text.c_str() + colon + 1, &end, 10);
-  if (*end != '\0' || p <= 0 || p > 65535)
-    return Status::Aborted("malformed peer port");
-  *port = static_cast<int>(p);
-  return Status::OK();
-}
-
-// A rank announces itself as "<address> <host key>"; the key is any run of
-// printable characters without spaces.
-Status ParseAnnouncement(const std::string& text, std::string* addr,
-                         std::string* host_key) {
-  size_t space = text.find(' ');
-  if (space == std::string::npos || text.size() > 512)
-    return Status::Aborted("malformed rank announcement");
-  *addr = text.substr(0, space);
-  *host_key = text.substr(space + 1);
-  if (host_key->empty()) return Status::Aborted("empty host key");
-  for (char c : *host_key)
-    if (c <= ' ' || c > '~') return Status::Aborted("malformed host key");
-  std::string h;
-  int p;
-  return ParseAddress(*addr, &h, &p);
 }
 
 std::string SanitizedHostKey(const std::string& key) {
@@ -237,13 +208,7 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
           "rank " + std::to_string(job.rank) +
           " did not receive the peer table from rank 0: " + st.message() +
           " (another rank may have failed to start)");
-    std::istringstream lines(table);
-    for (int r = 0; r < n; ++r) {
-      std::string line;
-      if (!std::getline(lines, line))
-        return Status::Aborted("truncated peer table from rank 0");
-      HVD_RETURN_IF_ERROR(ParseAnnouncement(line, &addrs[r], &out->hosts[r]));
-    }
+    HVD_RETURN_IF_ERROR(ParsePeerTable(table, n, &addrs, &out->hosts));
     out->control[0] = std::move(ctl);
     // Dial every lower rank.
     hp.kind = LinkKind::kData;

@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 #include "common/deadline.h"
@@ -138,15 +139,7 @@ Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
     Status st = peer.empty()
                     ? Status::Internal("peer has no segment")
                     : ShmSegment::Attach(peer, bytes, &g->segments_[i]);
-    if (st.ok()) {
-      const Control* c = g->control(i);
-      if (c->magic != kMagic || c->version != kVersion ||
-          c->members != static_cast<uint32_t>(n) ||
-          c->region_bytes != g->config_.region_bytes)
-        st = Status::InvalidArgument(
-            "segment header does not match (is HOROVOD_SHM_BUFFER_BYTES the "
-            "same on every rank?)");
-    }
+    if (st.ok()) st = CheckHeader(g->control(i), n, g->config_.region_bytes);
     if (!st.ok()) {
       if (!peer.empty())
         HVD_LOG(kWarning, "rank " + std::to_string(transport->rank()) +
@@ -163,6 +156,30 @@ Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
   for (const std::string& v : verdicts)
     if (v[0] != 1) return Status::OK();  // fall back, everyone alike
   *out = std::move(g);
+  return Status::OK();
+}
+
+Status ShmGroup::CheckHeader(const void* page, int members,
+                             size_t region_bytes) {
+  static_assert(
+      offsetof(Control, region_bytes) + sizeof(uint64_t) <= kHeaderBytes,
+      "the checked fields lie within the header");
+  // Field by field from bytes: the page need not hold a live Control.
+  const char* p = static_cast<const char*>(page);
+  uint64_t magic, region;
+  uint32_t version, count;
+  std::memcpy(&magic, p + offsetof(Control, magic), sizeof(magic));
+  std::memcpy(&version, p + offsetof(Control, version), sizeof(version));
+  std::memcpy(&count, p + offsetof(Control, members), sizeof(count));
+  std::memcpy(&region, p + offsetof(Control, region_bytes), sizeof(region));
+  if (magic != kMagic || version != kVersion)
+    return Status::InvalidArgument("not a horovod shared memory segment");
+  if (count != static_cast<uint32_t>(members) || region != region_bytes)
+    return Status::InvalidArgument(
+        "segment header does not match: " + std::to_string(count) +
+        " members with " + std::to_string(region) + "-byte regions, expected " +
+        std::to_string(members) + " with " + std::to_string(region_bytes) +
+        " (is HOROVOD_SHM_BUFFER_BYTES the same on every rank?)");
   return Status::OK();
 }
 

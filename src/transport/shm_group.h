@@ -70,6 +70,13 @@ class ShmGroup {
 
   void Abort(const std::string& reason);
 
+  // Whether `page` (kHeaderBytes long), the start of a peer's segment,
+  // describes a segment of our layout: `members` members and regions of
+  // `region_bytes`. Its bytes are the peer's to write, so nothing else in
+  // it is trusted before this passes.
+  static constexpr size_t kHeaderBytes = 64;
+  static Status CheckHeader(const void* page, int members, size_t region_bytes);
+
   // Control-plane plumbing (see ShmLink): each member's doorbell, and a
   // byte ring from every member to every other, in the sender's segment.
   struct Ring {

@@ -86,10 +86,15 @@ Status ShmSegment::Create(size_t bytes, ShmSegment* out) {
   return Status::OK();
 }
 
+bool ShmSegment::ValidName(const std::string& name) {
+  return name.size() >= 2 && name.size() <= 64 && name[0] == '/' &&
+         name.find('/', 1) == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
+
 Status ShmSegment::Attach(const std::string& name, size_t bytes,
                           ShmSegment* out) {
-  if (name.size() < 2 || name.size() > 64 || name[0] != '/' ||
-      name.find('/', 1) != std::string::npos)
+  if (!ValidName(name))
     return Status::InvalidArgument("malformed shared memory name");
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) return Status::Internal(Errno("shm_open(" + name + ")"));

@@ -31,6 +31,9 @@ class ShmSegment {
   static Status Create(size_t bytes, ShmSegment* out);
   // Maps an existing object; fails unless it is exactly `bytes` long.
   static Status Attach(const std::string& name, size_t bytes, ShmSegment* out);
+  // Whether a name received from a peer may be opened: "/x" with no further
+  // '/', at most 64 characters (never a path elsewhere).
+  static bool ValidName(const std::string& name);
 
   // Removes the name (the mapping stays valid). Idempotent.
   void Unlink();

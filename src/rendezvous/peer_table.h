@@ -1,0 +1,30 @@
+// Peer table: the text records of the rendezvous, read from the network
+// after authentication but still untrusted (a bug or a corrupted peer must
+// not crash a rank). A rank announces itself to rank 0 as
+// "<address>:<port> <host key>"; rank 0 answers with one such line per rank.
+// Every parser bounds its input and rejects anything malformed with a
+// Status. Pure functions; thread-safe.
+#ifndef HOROVOD_RENDEZVOUS_PEER_TABLE_H_
+#define HOROVOD_RENDEZVOUS_PEER_TABLE_H_
+
+#include <horovod/status.h>
+
+#include <string>
+#include <vector>
+
+namespace horovod {
+
+// "<host>:<port>", port 1-65535, at most 256 characters.
+Status ParseAddress(const std::string& text, std::string* host, int* port);
+// "<address> <host key>"; the key is printable ASCII without spaces.
+Status ParseAnnouncement(const std::string& text, std::string* addr,
+                         std::string* host_key);
+// `n` announcement lines separated by '\n'; (*addrs)[r] and (*hosts)[r] for
+// rank r.
+Status ParsePeerTable(const std::string& table, int n,
+                      std::vector<std::string>* addrs,
+                      std::vector<std::string>* hosts);
+
+}  // namespace horovod
+
+#endif  // HOROVOD_RENDEZVOUS_PEER_TABLE_H_
