@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <thread>
 
@@ -45,8 +46,13 @@ JobInfo Job(int rank, int size, int port, const std::string& secret) {
   return j;
 }
 
-TEST(Engine, CollectivesMismatchAndShutdown) {
-  const int n = 3, port = FreePort();
+// Starts `n` engines in this process, one thread each, joined over loopback
+// TCP (and shared memory), and runs `body` on each. A rank reports trouble
+// by appending to *fail; returns each rank's report ("" when all went well).
+std::vector<std::string> RunRanks(
+    int n,
+    const std::function<void(Engine* e, int r, std::string* fail)>& body) {
+  const int port = FreePort();
   std::vector<std::string> failures(n);
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r) {
@@ -57,33 +63,47 @@ TEST(Engine, CollectivesMismatchAndShutdown) {
         failures[r] = st.ToString();
         return;
       }
-      std::vector<float> v(1000, float(r + 1));
-      TensorView t{v.data(), DataType::kFloat32, {1000}};
-      CollectiveArgs args;
-      args.name = "v";
-      args.op = ReduceOp::kAverage;
-      Handle h;
-      if (!e->Allreduce(t, args, &h).ok() || !h.Wait(30).ok() || v[999] != 2.0f)
-        failures[r] += "allreduce;";
-      std::vector<int32_t> g(r, r);
-      TensorView gt{g.data(), DataType::kInt32, {r}};
-      args.name = "g";
-      if (!e->Allgather(gt, args, &h).ok() || !h.Wait(30).ok() ||
-          h.output_shape() != std::vector<int64_t>{3} ||
-          static_cast<int32_t*>(h.output()->data())[2] != 2)
-        failures[r] += "allgather;";
-      std::vector<double> bad(r + 1, 1.0);
-      TensorView bt{bad.data(), DataType::kFloat64, {r + 1}};
-      args.name = "bad";
-      if (!e->Allreduce(bt, args, &h).ok() ||
-          h.Wait(30).code() != StatusCode::kMismatch)
-        failures[r] += "mismatch;";
-      if (!e->Barrier().ok()) failures[r] += "barrier;";
-      if (!e->Shutdown().ok()) failures[r] += "shutdown;";
+      body(e.get(), r, &failures[r]);
     });
   }
   for (auto& t : ranks) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+  return failures;
+}
+
+void ExpectEveryRankOk(const std::vector<std::string>& failures) {
+  for (size_t r = 0; r < failures.size(); ++r)
+    EXPECT_EQ(failures[r], "") << "rank " << r;
+}
+
+TEST(Engine, CollectivesMismatchAndShutdown) {
+  const int n = 3;
+  const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
+                                                            std::string* fail) {
+    std::vector<float> v(1000, float(r + 1));
+    TensorView t{v.data(), DataType::kFloat32, {1000}};
+    CollectiveArgs args;
+    args.name = "v";
+    args.op = ReduceOp::kAverage;
+    Handle h;
+    if (!e->Allreduce(t, args, &h).ok() || !h.Wait(30).ok() || v[999] != 2.0f)
+      *fail += "allreduce;";
+    std::vector<int32_t> g(r, r);
+    TensorView gt{g.data(), DataType::kInt32, {r}};
+    args.name = "g";
+    if (!e->Allgather(gt, args, &h).ok() || !h.Wait(30).ok() ||
+        h.output_shape() != std::vector<int64_t>{3} ||
+        static_cast<int32_t*>(h.output()->data())[2] != 2)
+      *fail += "allgather;";
+    std::vector<double> bad(r + 1, 1.0);
+    TensorView bt{bad.data(), DataType::kFloat64, {r + 1}};
+    args.name = "bad";
+    if (!e->Allreduce(bt, args, &h).ok() ||
+        h.Wait(30).code() != StatusCode::kMismatch)
+      *fail += "mismatch;";
+    if (!e->Barrier().ok()) *fail += "barrier;";
+    if (!e->Shutdown().ok()) *fail += "shutdown;";
+  });
+  ExpectEveryRankOk(failures);
 }
 
 double ThreadCpuSeconds() {
@@ -103,94 +123,82 @@ class EngineDrivers : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EngineDrivers, ConcurrentWaitersPollingAndTimeouts) {
   setenv("HOROVOD_CALLER_DRIVES", GetParam(), 1);
-  const int n = 3, threads = 3, calls = 150, port = FreePort();
-  std::vector<std::string> failures(n);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r) {
-    ranks.emplace_back([&, r] {
-      std::unique_ptr<Engine> e;
-      Status st = Engine::Start(Job(r, n, port, "test-secret"), &e);
-      if (!st.ok()) {
-        failures[r] = st.ToString();
-        return;
-      }
-      std::atomic<int> bad{0};
-      std::vector<std::thread> waiters;
-      for (int t = 0; t < threads; ++t)
-        waiters.emplace_back([&, t] {
-          for (int i = 0; i < calls; ++i) {
-            float v = static_cast<float>(r + i);
-            TensorView tv{&v, DataType::kFloat32, {1}};
-            CollectiveArgs args;
-            args.name = "sync." + std::to_string(t) + "." + std::to_string(i);
-            Handle h;
-            if (!e->Allreduce(tv, args, &h).ok() || !h.Wait(60).ok() ||
-                v != static_cast<float>(0 + 1 + 2 + n * i))
-              ++bad;
-          }
-        });
-      for (auto& w : waiters) w.join();
-      if (bad) failures[r] += "sync;";
+  const int n = 3, threads = 3, calls = 150;
+  const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
+                                                            std::string* fail) {
+    std::atomic<int> bad{0};
+    std::vector<std::thread> waiters;
+    for (int t = 0; t < threads; ++t)
+      waiters.emplace_back([&, t] {
+        for (int i = 0; i < calls; ++i) {
+          float v = static_cast<float>(r + i);
+          TensorView tv{&v, DataType::kFloat32, {1}};
+          CollectiveArgs args;
+          args.name = "sync." + std::to_string(t) + "." + std::to_string(i);
+          Handle h;
+          if (!e->Allreduce(tv, args, &h).ok() || !h.Wait(60).ok() ||
+              v != static_cast<float>(0 + 1 + 2 + n * i))
+            ++bad;
+        }
+      });
+    for (auto& w : waiters) w.join();
+    if (bad) *fail += "sync;";
 
-      // The tiny op right before parks the loop thread, so the waiter drives
-      // the big one unless this thread is descheduled for a while; hence
-      // several tries.
-      std::vector<float> big(8 << 20);
-      int drove = 0;
-      for (int k = 0; k < 5; ++k) {
-        float tiny = 1.f;
-        TensorView tt{&tiny, DataType::kFloat32, {1}};
-        TensorView bt{
-            big.data(), DataType::kFloat32, {static_cast<int64_t>(big.size())}};
-        std::fill(big.begin(), big.end(), 1.f);
-        CollectiveArgs args;
-        args.name = "tiny." + std::to_string(k);
-        Handle h;
-        if (!e->Allreduce(tt, args, &h).ok() || !h.Wait(60).ok())
-          failures[r] += "tiny;";
-        args.name = "big." + std::to_string(k);
-        if (!e->Allreduce(bt, args, &h).ok()) failures[r] += "big enqueue;";
-        double cpu = ThreadCpuSeconds();
-        if (!h.Wait(60).ok() || big[big.size() / 2] != 3.f)
-          failures[r] += "big;";
-        if (ThreadCpuSeconds() - cpu > 2e-3) ++drove;
-      }
-      if ((drove > 0) != (std::string(GetParam()) == "1"))
-        failures[r] += "waiter drove " + std::to_string(drove) + " of 5;";
-
-      std::vector<float> a(20, 1.f);
-      std::vector<Handle> hs(a.size());
-      for (size_t i = 0; i < a.size(); ++i) {
-        TensorView tv{&a[i], DataType::kFloat32, {1}};
-        CollectiveArgs args;
-        args.name = "polled." + std::to_string(i);
-        if (!e->Allreduce(tv, args, &hs[i]).ok()) failures[r] += "enqueue;";
-      }
-      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      for (Handle& h : hs)
-        while (h.valid() && !h.Poll() &&
-               std::chrono::steady_clock::now() < until)
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-      for (size_t i = 0; i < a.size(); ++i)
-        if (!hs[i].Poll() || !hs[i].status().ok() || a[i] != 3.f)
-          failures[r] += "polled;";
-
-      float late = 1.f;
-      TensorView tv{&late, DataType::kFloat32, {1}};
+    // The tiny op right before parks the loop thread, so the waiter drives
+    // the big one unless this thread is descheduled for a while; hence
+    // several tries.
+    std::vector<float> big(8 << 20);
+    int drove = 0;
+    for (int k = 0; k < 5; ++k) {
+      float tiny = 1.f;
+      TensorView tt{&tiny, DataType::kFloat32, {1}};
+      TensorView bt{
+          big.data(), DataType::kFloat32, {static_cast<int64_t>(big.size())}};
+      std::fill(big.begin(), big.end(), 1.f);
       CollectiveArgs args;
-      args.name = "late";
-      if (r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      args.name = "tiny." + std::to_string(k);
       Handle h;
-      if (!e->Allreduce(tv, args, &h).ok()) failures[r] += "late enqueue;";
-      if (r == 0 && h.Wait(0.05).code() != StatusCode::kTimeout)
-        failures[r] += "no timeout;";
-      if (!h.Wait(60).ok() || late != 3.f) failures[r] += "late;";
-      if (!e->Shutdown().ok()) failures[r] += "shutdown;";
-    });
-  }
-  for (auto& t : ranks) t.join();
+      if (!e->Allreduce(tt, args, &h).ok() || !h.Wait(60).ok())
+        *fail += "tiny;";
+      args.name = "big." + std::to_string(k);
+      if (!e->Allreduce(bt, args, &h).ok()) *fail += "big enqueue;";
+      double cpu = ThreadCpuSeconds();
+      if (!h.Wait(60).ok() || big[big.size() / 2] != 3.f) *fail += "big;";
+      if (ThreadCpuSeconds() - cpu > 2e-3) ++drove;
+    }
+    if ((drove > 0) != (std::string(GetParam()) == "1"))
+      *fail += "waiter drove " + std::to_string(drove) + " of 5;";
+
+    std::vector<float> a(20, 1.f);
+    std::vector<Handle> hs(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      TensorView tv{&a[i], DataType::kFloat32, {1}};
+      CollectiveArgs args;
+      args.name = "polled." + std::to_string(i);
+      if (!e->Allreduce(tv, args, &hs[i]).ok()) *fail += "enqueue;";
+    }
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (Handle& h : hs)
+      while (h.valid() && !h.Poll() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!hs[i].Poll() || !hs[i].status().ok() || a[i] != 3.f)
+        *fail += "polled;";
+
+    float late = 1.f;
+    TensorView tv{&late, DataType::kFloat32, {1}};
+    CollectiveArgs args;
+    args.name = "late";
+    if (r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Handle h;
+    if (!e->Allreduce(tv, args, &h).ok()) *fail += "late enqueue;";
+    if (r == 0 && h.Wait(0.05).code() != StatusCode::kTimeout)
+      *fail += "no timeout;";
+    if (!h.Wait(60).ok() || late != 3.f) *fail += "late;";
+    if (!e->Shutdown().ok()) *fail += "shutdown;";
+  });
   unsetenv("HOROVOD_CALLER_DRIVES");
-  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+  ExpectEveryRankOk(failures);
 }
 
 INSTANTIATE_TEST_SUITE_P(CallerDrives, EngineDrivers,
@@ -265,39 +273,29 @@ std::string RunInSet(Engine& e, int r, int set, const std::vector<int>& m,
 }
 
 TEST(Engine, ProcessSetsWithinAHostShareMemory) {
-  const int n = 3, port = FreePort();
+  const int n = 3;
   const std::string timeline =
       ::testing::TempDir() + "sets" + std::to_string(getpid()) + ".json";
-  std::vector<std::string> failures(n);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r) {
-    ranks.emplace_back([&, r] {
-      std::unique_ptr<Engine> e;
-      Status st = Engine::Start(Job(r, n, port, "test-secret"), &e);
-      if (!st.ok()) {
-        failures[r] = st.ToString();
-        return;
-      }
-      if (r == 0 && !e->StartTimeline(timeline, false).ok())
-        failures[r] += "timeline;";
-      int a = -1, b = -1;
-      if (!e->AddProcessSet({0, 1}, &a).ok() ||
-          !e->AddProcessSet({1, 2}, &b).ok())
-        failures[r] += "add;";
-      for (int round = 0; round < 2; ++round) {
-        const std::string k = std::to_string(round);
-        if (r <= 1) failures[r] += RunInSet(*e, r, a, {0, 1}, "a" + k);
-        if (r >= 1) failures[r] += RunInSet(*e, r, b, {1, 2}, "b" + k);
-      }
-      if (!e->RemoveProcessSet(a).ok()) failures[r] += "remove;";
-      if (r >= 1) failures[r] += RunInSet(*e, r, b, {1, 2}, "b2");
-      // One rank's shutdown ends the job for all.
-      if (!e->Barrier().ok()) failures[r] += "barrier;";
-      if (!e->Shutdown().ok()) failures[r] += "shutdown;";
-    });
-  }
-  for (auto& t : ranks) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+  const std::vector<std::string> failures =
+      RunRanks(n, [&](Engine* e, int r, std::string* fail) {
+        if (r == 0 && !e->StartTimeline(timeline, false).ok())
+          *fail += "timeline;";
+        int a = -1, b = -1;
+        if (!e->AddProcessSet({0, 1}, &a).ok() ||
+            !e->AddProcessSet({1, 2}, &b).ok())
+          *fail += "add;";
+        for (int round = 0; round < 2; ++round) {
+          const std::string k = std::to_string(round);
+          if (r <= 1) *fail += RunInSet(*e, r, a, {0, 1}, "a" + k);
+          if (r >= 1) *fail += RunInSet(*e, r, b, {1, 2}, "b" + k);
+        }
+        if (!e->RemoveProcessSet(a).ok()) *fail += "remove;";
+        if (r >= 1) *fail += RunInSet(*e, r, b, {1, 2}, "b2");
+        // One rank's shutdown ends the job for all.
+        if (!e->Barrier().ok()) *fail += "barrier;";
+        if (!e->Shutdown().ok()) *fail += "shutdown;";
+      });
+  ExpectEveryRankOk(failures);
   std::ifstream f(timeline);
   std::string text((std::istreambuf_iterator<char>(f)),
                    std::istreambuf_iterator<char>());
@@ -312,35 +310,25 @@ TEST(Engine, ProcessSetsWithinAHostShareMemory) {
 // several shared-memory rounds: each element is reduced once, not reduced
 // again as the second tensor's input.
 TEST(Engine, AliasedTensorsInOneFusedAllreduce) {
-  const int n = 3, port = FreePort();
-  std::vector<std::string> failures(n);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r) {
-    ranks.emplace_back([&, r] {
-      std::unique_ptr<Engine> e;
-      Status st = Engine::Start(Job(r, n, port, "test-secret"), &e);
-      if (!st.ok()) {
-        failures[r] = st.ToString();
-        return;
-      }
-      const int64_t count = 3 << 20;  // 12 MiB: rounds of a 4 MiB region
-      std::vector<float> v(count, float(r + 1));
-      TensorView t{v.data(), DataType::kFloat32, {count}};
-      CollectiveArgs args;
-      args.name = "alias";
-      std::vector<Handle> hs;
-      if (!e->GroupedAllreduce({t, t}, args, &hs).ok() ||
-          !hs[0].Wait(60).ok() || !hs[1].Wait(60).ok())
-        failures[r] += "allreduce;";
-      for (int64_t i : {int64_t{0}, count / 2, count - 1})
-        if (v[i] != 6.f)
-          failures[r] +=
-              "v[" + std::to_string(i) + "]=" + std::to_string(v[i]) + ";";
-      if (!e->Barrier().ok() || !e->Shutdown().ok()) failures[r] += "end;";
-    });
-  }
-  for (auto& t : ranks) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
+  const int n = 3;
+  const std::vector<std::string> failures =
+      RunRanks(n, [&](Engine* e, int r, std::string* fail) {
+        const int64_t count = 3 << 20;  // 12 MiB: rounds of a 4 MiB region
+        std::vector<float> v(count, float(r + 1));
+        TensorView t{v.data(), DataType::kFloat32, {count}};
+        CollectiveArgs args;
+        args.name = "alias";
+        std::vector<Handle> hs;
+        if (!e->GroupedAllreduce({t, t}, args, &hs).ok() ||
+            !hs[0].Wait(60).ok() || !hs[1].Wait(60).ok())
+          *fail += "allreduce;";
+        for (int64_t i : {int64_t{0}, count / 2, count - 1})
+          if (v[i] != 6.f)
+            *fail +=
+                "v[" + std::to_string(i) + "]=" + std::to_string(v[i]) + ";";
+        if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+      });
+  ExpectEveryRankOk(failures);
 }
 
 TEST(Engine, WrongSecretIsRefused) {
