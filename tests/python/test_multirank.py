@@ -207,3 +207,13 @@ def test_sixteen_ranks_on_two_cores():
     res = horovodrun(16, "load.py", 5, 200, timeout=280)
     assert_ok(res)
     assert res.stdout.count("load OK") == 16
+
+
+# Opt-in (4 GiB of tensors, ~20 s):
+#   HOROVOD_TEST_BIGMEM=1 pytest tests/python -k two_to_the_31
+@pytest.mark.skipif(os.environ.get("HOROVOD_TEST_BIGMEM") != "1",
+                    reason="needs ~5 GiB free; set HOROVOD_TEST_BIGMEM=1")
+def test_tensor_over_two_to_the_31_elements():
+    res = horovodrun(2, "big.py", timeout=280)
+    assert_ok(res)
+    assert res.stdout.count("big OK") == 2
