@@ -7,7 +7,7 @@
 // through Put, so slots agree everywhere without extra messages. Each slot
 // remembers the epoch (response lists executed) at which its content last
 // changed, which lets the coordinator detect a hit sent against an older
-// content. Used only by the background thread.
+// content. Used only by the thread driving the engine's loop.
 #ifndef HOROVOD_COORDINATION_RESPONSE_CACHE_H_
 #define HOROVOD_COORDINATION_RESPONSE_CACHE_H_
 

@@ -412,14 +412,10 @@ class EngineImpl {
   // A waiting caller's turn (DriveGate): run steps until `h` is done. When
   // another caller drives, that one may complete `h`; look again shortly.
   void DriveUntil(HandleState& h, Clock::time_point until) {
-    auto done = [&h] {
-      std::lock_guard<std::mutex> lock(h.mu);
-      return h.done;
-    };
     callers_.fetch_add(1);
     // Ends the loop thread's wait so it lets go of drive_mu_.
     if (!parked_.load()) queue_.Wake();
-    while (!done() && !loop_done_.load() && Clock::now() < until) {
+    while (!h.Done() && !loop_done_.load() && Clock::now() < until) {
       std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
       if (!drive.owns_lock()) {
         // The loop thread lets go at the end of its step; another waiter
@@ -428,7 +424,7 @@ class EngineImpl {
         h.cv.wait_for(lock, kDriveRetry, [&h] { return h.done; });
         continue;
       }
-      while (!done() && !loop_done_.load()) {
+      while (!h.Done() && !loop_done_.load()) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                         until - Clock::now())
                         .count();

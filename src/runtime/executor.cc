@@ -173,8 +173,8 @@ Status Executor::Execute(const Response& r) {
   if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet) ||
       r.op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet)) {
     int id = static_cast<int>(r.sizes[0]);
-    plans_.erase(id);
     if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet)) {
+      plans_.erase(id);  // a plan left from an earlier set with this id
       sets_->Put(id, std::vector<int>(r.sizes.begin() + 1, r.sizes.end()));
     } else {
       sets_->Remove(id);

@@ -1,8 +1,10 @@
 // Executor: carries out one Response on this rank: takes the matching
 // entries from the TensorQueue, packs fused tensors into the persistent
 // fusion buffer, runs the collective algorithm over the process set's
-// members, unpacks, and completes the handles. Used only by the background
-// loop. A non-OK return means the transport failed: the job cannot go on.
+// members, unpacks, and completes the handles. Used by one thread at a time:
+// whichever drives the engine's loop (the loop thread or a waiting caller,
+// under the engine's drive mutex), except Abort. A non-OK return means the
+// transport failed: the job cannot go on.
 #ifndef HOROVOD_RUNTIME_EXECUTOR_H_
 #define HOROVOD_RUNTIME_EXECUTOR_H_
 

@@ -17,10 +17,7 @@ Buffer::Buffer(size_t bytes) : size_(bytes) {
 
 Buffer::~Buffer() { free(data_); }
 
-bool Handle::Poll() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
-}
+bool Handle::Poll() const { return state_->Done(); }
 
 Status Handle::Wait(double timeout_s) const {
   using SteadyClock = std::chrono::steady_clock;

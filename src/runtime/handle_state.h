@@ -15,7 +15,7 @@
 namespace horovod {
 
 struct HandleState {
-  std::mutex mu;
+  mutable std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   Status status;
@@ -26,6 +26,11 @@ struct HandleState {
   int int_result = -1;
   // Set at enqueue when waiters may drive the engine's loop themselves.
   std::shared_ptr<DriveGate> gate;
+
+  bool Done() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return done;
+  }
 
   void Complete(Status s) {
     {

@@ -1,8 +1,9 @@
-// TensorQueue: where framework threads hand collectives to the background
+// TensorQueue: where framework threads hand collectives to the engine's
 // loop. Holds every in-flight entry by key (process set + name), so a
 // duplicate name is refused at once, and the list of entries not yet told to
-// the coordinator. Enqueue wakes the loop through an eventfd, so the loop
-// sleeps in poll(2) instead of spinning. Thread-safe.
+// the coordinator. Enqueue wakes the loop through an eventfd (or the wake
+// hook: the shared-memory doorbell), so the loop sleeps instead of spinning.
+// Thread-safe.
 #ifndef HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 #define HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 

@@ -11,8 +11,8 @@
 // and never so often that rewriting costs more than a few percent of time.
 //
 // Ownership: the engine owns one Timeline. Thread-safety: every method may be
-// called from any thread; the event methods are meant for the background
-// loop and cost one atomic load when the timeline is off.
+// called from any thread; the event methods are meant for the engine's loop
+// and cost one atomic load when the timeline is off.
 #ifndef HOROVOD_TIMELINE_TIMELINE_H_
 #define HOROVOD_TIMELINE_TIMELINE_H_
 

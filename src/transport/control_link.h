@@ -9,8 +9,8 @@
 // reader stalled on a partial frame keeps flushing its own outbox, so two
 // ranks sending each other large frames cannot deadlock.
 //
-// Thread-safety: one thread uses a link at a time (the background loop, or
-// the thread that runs Fatal once the loop is gone).
+// Thread-safety: one thread uses a link at a time (whichever drives the
+// engine's loop, or the thread that runs Fatal once the loop is gone).
 #ifndef HOROVOD_TRANSPORT_CONTROL_LINK_H_
 #define HOROVOD_TRANSPORT_CONTROL_LINK_H_
 

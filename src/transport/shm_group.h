@@ -16,8 +16,8 @@
 // notices a dead peer: the peer's TCP link is polled for hang-up while
 // sleeping, since the kernel closes it the moment the process dies.
 //
-// Thread-safety: used by the engine's background thread only, except Abort,
-// which any thread may call.
+// Thread-safety: used by one thread at a time (whichever drives the engine's
+// loop), except Abort, which any thread may call.
 #ifndef HOROVOD_TRANSPORT_SHM_GROUP_H_
 #define HOROVOD_TRANSPORT_SHM_GROUP_H_
 
