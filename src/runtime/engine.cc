@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -30,6 +31,7 @@
 #include "coordination/wire.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/executor.h"
+#include "runtime/peer_liveness.h"
 #include "runtime/process_set_table.h"
 #include "runtime/tensor_queue.h"
 #include "timeline/timeline.h"
@@ -84,6 +86,9 @@ class EngineImpl {
       transport_ = std::move(tcp);
     }
     UseControlLinks(std::move(mesh.control));
+    liveness_ = std::make_unique<PeerLiveness>(
+        job_.rank == 0 ? job_.size - 1 : 1, knobs_.operation_timeout_s,
+        Clock::now());
     if (job_.rank == 0) {
       CoordinatorConfig cc;
       cc.size = job_.size;
@@ -487,6 +492,7 @@ class EngineImpl {
     Deadline deadline = Deadline::After(1.0);
     std::string frame;
     while (control_[0]->ReadFrame(kMaxControlFrame, deadline, &frame).ok()) {
+      if (frame.empty()) continue;  // a heartbeat
       ResponseList l;
       if (!DecodeResponseList(frame, job_.size, &cache_, &l).ok()) break;
       if (!l.abort_reason.empty()) return Status::Aborted(l.abort_reason);
@@ -549,7 +555,7 @@ class EngineImpl {
                   .count() +
               1));
     if (coordinator_->ShouldEmit(now)) timeout = 0;
-    AwaitEvent(timeout);
+    AwaitEvent(std::min(timeout, liveness_->WaitMs(now)));
     timeline_.MarkCycleStart();
     now = Clock::now();
     RequestList mine = CollectRequests();
@@ -566,6 +572,8 @@ class EngineImpl {
       if (!st.ok())
         return Status::Aborted("rank " + std::to_string(r) + " disconnected (" +
                                st.message() + "); it probably died");
+      liveness_->Heard(r - 1, now);
+      if (frame.empty()) continue;  // a heartbeat
       RequestList list;
       HVD_RETURN_IF_ERROR(DecodeRequestList(frame, n, &list));
       if (!list.abort_reason.empty())
@@ -576,7 +584,7 @@ class EngineImpl {
     }
     for (const std::string& w : coordinator_->TakeStallWarnings(now))
       HVD_LOG(kWarning, w);
-    if (!coordinator_->ShouldEmit(now)) return Status::OK();
+    if (!coordinator_->ShouldEmit(now)) return CheckLiveness(now);
     ResponseList out = coordinator_->TakeResponses(now);
     out.small_allreduce_bytes = tuned_small_allreduce_bytes_;
     tuned_small_allreduce_bytes_ = -1;
@@ -590,6 +598,7 @@ class EngineImpl {
     for (int r = 1; r < n; ++r)
       HVD_RETURN_IF_ERROR(control_[r]->WriteFrame(
           frame, Deadline::After(knobs_.operation_timeout_s)));
+    liveness_->Sent(now);
     for (int r = 1; r < n; ++r)
       HVD_RETURN_IF_ERROR(
           control_[r]->Drain(Deadline::After(knobs_.operation_timeout_s)));
@@ -597,7 +606,7 @@ class EngineImpl {
     if (!st.ok()) return RootCause(st);
     *finished = out.shutdown;
     if (tuner_ != nullptr && !out.shutdown) Tune(out);
-    return Status::OK();
+    return out.shutdown ? Status::OK() : CheckLiveness(Clock::now());
   }
 
   // Rank 0: feeds the tuner what a list moved; its new choice governs the
@@ -622,18 +631,24 @@ class EngineImpl {
   // A worker's step; *finished once the job shut down.
   Status WorkerStep(int max_wait_ms, bool* finished) {
     ControlLink& ctl = *control_[0];
-    AwaitEvent(max_wait_ms);
+    AwaitEvent(std::min(max_wait_ms, liveness_->WaitMs(Clock::now())));
+    const auto now = Clock::now();
     RequestList mine = CollectRequests();
     Status st;
-    if (!Empty(mine))
+    if (!Empty(mine)) {
       st = ctl.WriteFrame(EncodeRequestList(mine),
                           Deadline::After(knobs_.operation_timeout_s));
+      liveness_->Sent(now);
+    }
     if (!st.ok()) return LostCoordinator(st);
-    if (!ctl.HasData()) return Status::OK();
     std::string frame;
-    st = ctl.ReadFrame(kMaxControlFrame,
-                       Deadline::After(knobs_.operation_timeout_s), &frame);
-    if (!st.ok()) return LostCoordinator(st);
+    while (frame.empty() && ctl.HasData()) {  // empty frames are heartbeats
+      st = ctl.ReadFrame(kMaxControlFrame,
+                         Deadline::After(knobs_.operation_timeout_s), &frame);
+      if (!st.ok()) return LostCoordinator(st);
+      liveness_->Heard(0, now);
+    }
+    if (frame.empty()) return CheckLiveness(now);
     ResponseList list;
     HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
     if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
@@ -643,7 +658,30 @@ class EngineImpl {
     return Status::OK();
   }
 
+  // Sends heartbeats that are due, and fails the job when a peer has been
+  // silent past the operation timeout (see PeerLiveness).
+  Status CheckLiveness(Clock::time_point now) {
+    int link = liveness_->Silent(now);
+    if (link >= 0) {
+      const int peer = job_.rank == 0 ? link + 1 : 0;
+      char took[32];
+      std::snprintf(took, sizeof(took), "%.1f", liveness_->SilentFor(link, now));
+      return Status::Aborted(
+          "rank " + std::to_string(peer) + " sent nothing for " + took +
+          " s (HOROVOD_OPERATION_TIMEOUT_SECONDS); it is hung or its "
+          "connection is blackholed");
+    }
+    if (!liveness_->HeartbeatDue(now)) return Status::OK();
+    for (auto& link : control_)
+      if (link->valid())
+        HVD_RETURN_IF_ERROR(link->WriteFrame(
+            std::string(), Deadline::After(knobs_.operation_timeout_s)));
+    liveness_->Sent(now);
+    return Status::OK();
+  }
+
   Status ExecuteList(const ResponseList& list) {
+    const auto start = Clock::now();
     ++epoch_;
     if (list.small_allreduce_bytes >= 0)
       executor_->SetSmallAllreduceBytes(list.small_allreduce_bytes);
@@ -672,6 +710,8 @@ class EngineImpl {
       HVD_RETURN_IF_ERROR(control_[0]->WriteFrame(
           EncodeRequestList(l), Deadline::After(knobs_.operation_timeout_s)));
     }
+    const auto end = Clock::now();
+    liveness_->Busy(end - start, end);
     return Status::OK();
   }
 
@@ -720,6 +760,7 @@ class EngineImpl {
   Doorbell* bell_ = nullptr;  // set when control frames go through shm_
   uint32_t bell_seen_ = 0;
   std::vector<pollfd> pollfds_;
+  std::unique_ptr<PeerLiveness> liveness_;
   std::unique_ptr<Coordinator> coordinator_;
   Timeline timeline_;
   std::unique_ptr<Autotuner> tuner_;          // rank 0 with HOROVOD_AUTOTUNE
