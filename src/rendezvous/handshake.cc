@@ -82,42 +82,78 @@ Status ClientHandshake(const Socket& s, const HandshakeParams& p,
   return s.WriteAll(mine.data(), mine.size(), deadline);
 }
 
-Status ServerHandshake(const Socket& s, const HandshakeParams& p,
-                       Deadline deadline, int* client_rank, LinkKind* kind) {
-  ClientHello hello;
-  HVD_RETURN_IF_ERROR(s.ReadAll(&hello, sizeof(hello), deadline));
-  if (hello.magic != kHelloMagic || hello.version != kVersion)
-    return Status::Aborted("bad handshake magic or version");
-  if (hello.kind != static_cast<uint8_t>(LinkKind::kControl) &&
-      hello.kind != static_cast<uint8_t>(LinkKind::kData))
-    return Status::Aborted("bad link kind " + std::to_string(hello.kind));
-  if (hello.size != p.job_size || hello.rank < 0 || hello.rank >= p.job_size ||
-      hello.rank == p.my_rank)
-    return Status::Aborted("peer claims rank " + std::to_string(hello.rank) +
-                           " of " + std::to_string(hello.size) +
-                           ", this job has " + std::to_string(p.job_size));
-  ServerHello reply{};
-  reply.magic = kHelloMagic;
-  reply.version = kVersion;
-  reply.kind = hello.kind;
-  reply.rank = p.my_rank;
-  reply.size = p.job_size;
-  if (!SecureRandom(reply.nonce, sizeof(reply.nonce)))
-    return Status::Internal("no secure random source");
-  Digest mac = Proof(p.secret, "hvd-server", hello.nonce, reply.nonce,
-                     hello.kind, hello.rank, p.my_rank, p.job_size);
-  std::memcpy(reply.mac, mac.data(), 32);
-  HVD_RETURN_IF_ERROR(s.WriteAll(&reply, sizeof(reply), deadline));
+HandshakeResponder::HandshakeResponder(const HandshakeParams& p)
+    : p_(p), want_(sizeof(ClientHello)) {}
+
+Status HandshakeResponder::Take(const uint8_t* data, size_t n,
+                                std::string* reply) {
+  reply->clear();
+  if (n > want_) return Status::Aborted("handshake record overrun");
+  got_.append(reinterpret_cast<const char*>(data), n);
+  want_ -= n;
+  if (want_ > 0) return Status::OK();
+  if (stage_ == Stage::kHello) {
+    ClientHello hello;
+    std::memcpy(&hello, got_.data(), sizeof(hello));
+    if (hello.magic != kHelloMagic || hello.version != kVersion)
+      return Status::Aborted("bad handshake magic or version");
+    if (hello.kind != static_cast<uint8_t>(LinkKind::kControl) &&
+        hello.kind != static_cast<uint8_t>(LinkKind::kData))
+      return Status::Aborted("bad link kind " + std::to_string(hello.kind));
+    if (hello.size != p_.job_size || hello.rank < 0 ||
+        hello.rank >= p_.job_size || hello.rank == p_.my_rank)
+      return Status::Aborted("peer claims rank " + std::to_string(hello.rank) +
+                             " of " + std::to_string(hello.size) +
+                             ", this job has " + std::to_string(p_.job_size));
+    ServerHello out{};
+    out.magic = kHelloMagic;
+    out.version = kVersion;
+    out.kind = hello.kind;
+    out.rank = p_.my_rank;
+    out.size = p_.job_size;
+    if (!SecureRandom(out.nonce, sizeof(out.nonce)))
+      return Status::Internal("no secure random source");
+    Digest mac = Proof(p_.secret, "hvd-server", hello.nonce, out.nonce,
+                       hello.kind, hello.rank, p_.my_rank, p_.job_size);
+    std::memcpy(out.mac, mac.data(), 32);
+    client_rank_ = hello.rank;
+    kind_ = static_cast<LinkKind>(hello.kind);
+    std::memcpy(client_nonce_, hello.nonce, sizeof(client_nonce_));
+    std::memcpy(server_nonce_, out.nonce, sizeof(server_nonce_));
+    reply->assign(reinterpret_cast<const char*>(&out), sizeof(out));
+    stage_ = Stage::kProof;
+    want_ = 32;
+    got_.clear();
+    return Status::OK();
+  }
   Digest got;
-  HVD_RETURN_IF_ERROR(s.ReadAll(got.data(), got.size(), deadline));
-  Digest expect = Proof(p.secret, "hvd-client", reply.nonce, hello.nonce,
-                        hello.kind, hello.rank, p.my_rank, p.job_size);
+  std::memcpy(got.data(), got_.data(), got.size());
+  Digest expect =
+      Proof(p_.secret, "hvd-client", server_nonce_, client_nonce_,
+            static_cast<uint8_t>(kind_), client_rank_, p_.my_rank, p_.job_size);
   if (!DigestEqual(expect, got))
     return Status::Aborted("client claiming rank " +
-                           std::to_string(hello.rank) +
+                           std::to_string(client_rank_) +
                            " failed authentication");
-  *client_rank = hello.rank;
-  *kind = static_cast<LinkKind>(hello.kind);
+  stage_ = Stage::kDone;
+  got_.clear();
+  return Status::OK();
+}
+
+Status ServerHandshake(const Socket& s, const HandshakeParams& p,
+                       Deadline deadline, int* client_rank, LinkKind* kind) {
+  HandshakeResponder responder(p);
+  uint8_t buf[64];
+  std::string reply;
+  while (!responder.done()) {
+    const size_t n = responder.wanted();
+    HVD_RETURN_IF_ERROR(s.ReadAll(buf, n, deadline));
+    HVD_RETURN_IF_ERROR(responder.Take(buf, n, &reply));
+    if (!reply.empty())
+      HVD_RETURN_IF_ERROR(s.WriteAll(reply.data(), reply.size(), deadline));
+  }
+  *client_rank = responder.client_rank();
+  *kind = responder.kind();
   return Status::OK();
 }
 

@@ -26,7 +26,37 @@ struct HandshakeParams {
 // The connecting side; `server_rank` is who we expect to reach.
 Status ClientHandshake(const Socket& s, const HandshakeParams& p,
                        int server_rank, Deadline deadline);
-// The accepting side; on success *client_rank and *kind say who connected.
+// The accepting side as a state machine that never blocks, so one thread
+// can run many handshakes at once (LinkAcceptor): feed it the bytes that
+// arrive, send what it returns. It reads only fixed-size records and checks
+// each before asking for the next.
+class HandshakeResponder {
+ public:
+  explicit HandshakeResponder(const HandshakeParams& p);
+  // Bytes still needed to complete the current record; 0 once done.
+  size_t wanted() const { return want_; }
+  // Takes up to wanted() bytes. When a record completes it is checked, and
+  // *reply is what to send back (possibly nothing). Errors are final.
+  Status Take(const uint8_t* data, size_t n, std::string* reply);
+  bool done() const { return stage_ == Stage::kDone; }
+  // Valid once done.
+  int client_rank() const { return client_rank_; }
+  LinkKind kind() const { return kind_; }
+
+ private:
+  enum class Stage { kHello, kProof, kDone };
+  HandshakeParams p_;
+  Stage stage_ = Stage::kHello;
+  size_t want_;
+  std::string got_;
+  int client_rank_ = -1;
+  LinkKind kind_ = LinkKind::kData;
+  uint8_t client_nonce_[16] = {};
+  uint8_t server_nonce_[16] = {};
+};
+
+// The accepting side, blocking until done or the deadline; on success
+// *client_rank and *kind say who connected.
 Status ServerHandshake(const Socket& s, const HandshakeParams& p,
                        Deadline deadline, int* client_rank, LinkKind* kind);
 

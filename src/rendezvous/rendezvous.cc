@@ -11,17 +11,14 @@
 #include "common/hmac.h"
 #include "common/logging.h"
 #include "rendezvous/handshake.h"
+#include "rendezvous/link_acceptor.h"
 #include "rendezvous/peer_table.h"
 
 namespace horovod {
 namespace {
 
-constexpr double kPerPeerHandshakeS = 5.0;
-
-Deadline Sooner(Deadline a, double seconds) {
-  Deadline b = Deadline::After(seconds);
-  return a.at() < b.at() ? a : b;
-}
+// An announcement is "host:port host-key"; host keys are cut at 200.
+constexpr size_t kMaxAnnouncement = 512;
 
 // Single-host launches without a launcher-provided address (mpirun, torchrun)
 // publish rank 0's port and a fresh secret in a file only this user can read.
@@ -57,13 +54,11 @@ Status ReadRendezvousFile(const std::string& path, Deadline deadline, int* port,
   }
 }
 
-std::string Absent(const std::vector<Socket>& links, int self) {
-  std::string s;
-  for (size_t r = 0; r < links.size(); ++r) {
-    if (static_cast<int>(r) == self || links[r].valid()) continue;
-    s += (s.empty() ? "" : ", ") + std::to_string(r);
-  }
-  return "[" + s + "]";
+// Text from a peer, fit for a log line.
+std::string Printable(const std::string& text) {
+  std::string out;
+  for (char c : text.substr(0, 400)) out += (c < ' ' || c > '~') ? '?' : c;
+  return out;
 }
 
 std::string SanitizedHostKey(const std::string& key) {
@@ -72,47 +67,9 @@ std::string SanitizedHostKey(const std::string& key) {
   return out.empty() ? "unknown" : out;
 }
 
-// Accepts authenticated links of `kind` until every slot in `links` whose
-// rank satisfies `wanted` is filled. Unauthenticated or duplicate peers are
-// logged and dropped; the wait goes on.
-template <typename Wanted, typename OnLink>
-Status AcceptLinks(const Socket& listener, const HandshakeParams& hp,
-                   LinkKind kind, Deadline deadline, std::vector<Socket>* links,
-                   Wanted wanted, OnLink on_link) {
-  auto missing = [&] {
-    for (size_t r = 0; r < links->size(); ++r)
-      if (wanted(static_cast<int>(r)) && !(*links)[r].valid()) return true;
-    return false;
-  };
-  while (missing()) {
-    Socket s;
-    std::string peer;
-    Status st = listener.Accept(deadline, &s, &peer);
-    if (st.code() == StatusCode::kTimeout)
-      return Status::Timeout(
-          "rendezvous timed out: rank(s) " + Absent(*links, hp.my_rank) +
-          " did not connect to rank " + std::to_string(hp.my_rank) +
-          " within the start timeout");
-    HVD_RETURN_IF_ERROR(st);
-    int rank = -1;
-    LinkKind got_kind;
-    st = ServerHandshake(s, hp, Sooner(deadline, kPerPeerHandshakeS), &rank,
-                         &got_kind);
-    if (st.ok() && got_kind != kind)
-      st = Status::Aborted("unexpected link kind");
-    if (st.ok() && (!wanted(rank) || (*links)[rank].valid()))
-      st = Status::Aborted("unexpected or duplicate rank " +
-                           std::to_string(rank));
-    if (st.ok()) st = on_link(rank, s);
-    if (!st.ok()) {
-      HVD_LOG(kWarning, "rank " << hp.my_rank << " rejected a connection from "
-                                << peer << ": " << st.message());
-      continue;
-    }
-    (*links)[rank] = std::move(s);
-  }
-  return Status::OK();
-}
+// A rendezvous failure rank 0 passes on to the workers already connected,
+// in place of the peer table, so they report the absent ranks too.
+constexpr char kFailureMark = '!';
 
 }  // namespace
 
@@ -157,17 +114,23 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
         (bind.empty() || bind == "0.0.0.0" ? std::string("127.0.0.1") : bind) +
         ":" + std::to_string(port);
     out->control.resize(n);
-    Status st = AcceptLinks(
-        listener, hp, LinkKind::kControl, deadline, &out->control,
-        [](int r) { return r != 0; },
-        [&](int r, const Socket& s) {
-          std::string a;
-          HVD_RETURN_IF_ERROR(s.ReadFrame(512, Sooner(deadline, 5), &a));
-          return ParseAnnouncement(a, &addrs[r], &out->hosts[r]);
-        });
+    AcceptorOptions options;
+    options.first_frame_max = kMaxAnnouncement;
+    Status st = LinkAcceptor(listener, hp, LinkKind::kControl, options)
+                    .Run(
+                        deadline, &out->control, [](int r) { return r != 0; },
+                        [&](int r, const std::string& announcement) {
+                          return ParseAnnouncement(announcement, &addrs[r],
+                                                   &out->hosts[r]);
+                        });
     if (!job.rendezvous_file.empty() && job.controller_port == 0)
       std::remove(job.rendezvous_file.c_str());
-    HVD_RETURN_IF_ERROR(st);
+    if (!st.ok()) {
+      for (auto& s : out->control)
+        if (s.valid())
+          (void)s.WriteFrame(kFailureMark + st.message(), Deadline::After(1));
+      return st;
+    }
     std::ostringstream table;
     for (int r = 0; r < n; ++r)
       table << addrs[r] << " " << out->hosts[r] << "\n";
@@ -208,6 +171,10 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
           "rank " + std::to_string(job.rank) +
           " did not receive the peer table from rank 0: " + st.message() +
           " (another rank may have failed to start)");
+    if (!table.empty() && table[0] == kFailureMark)
+      return Status::Timeout("rank " + std::to_string(job.rank) +
+                             ": the rendezvous failed on rank 0: " +
+                             Printable(table.substr(1)));
     HVD_RETURN_IF_ERROR(ParsePeerTable(table, n, &addrs, &out->hosts));
     out->control[0] = std::move(ctl);
     // Dial every lower rank.
@@ -223,10 +190,11 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
     }
   }
   // Accept every higher rank's data link.
-  HVD_RETURN_IF_ERROR(AcceptLinks(
-      listener, hp, LinkKind::kData, deadline, &out->data,
-      [&](int r) { return r > job.rank; },
-      [](int, const Socket&) { return Status::OK(); }));
+  HVD_RETURN_IF_ERROR(
+      LinkAcceptor(listener, hp, LinkKind::kData, AcceptorOptions())
+          .Run(
+              deadline, &out->data, [&](int r) { return r > job.rank; },
+              [](int, const std::string&) { return Status::OK(); }));
   for (auto& s : out->data)
     if (s.valid()) s.TuneForBulk();
   return Status::OK();

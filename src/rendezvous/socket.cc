@@ -128,23 +128,46 @@ Status Socket::Connect(const std::string& host, int port, Deadline deadline,
 Status Socket::Accept(Deadline deadline, Socket* out, std::string* peer) const {
   while (true) {
     HVD_RETURN_IF_ERROR(WaitFd(fd_, POLLIN, deadline, "waiting for peers"));
-    sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int fd = accept4(fd_, reinterpret_cast<sockaddr*>(&sa), &len,
-                     SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) continue;
-      return Status::Internal(std::string("accept: ") + strerror(errno));
-    }
-    SetNoDelay(fd);
-    if (peer) {
-      char buf[INET_ADDRSTRLEN] = {0};
-      inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof(buf));
-      *peer = std::string(buf) + ":" + std::to_string(ntohs(sa.sin_port));
-    }
-    *out = Socket(fd);
+    bool got = false;
+    HVD_RETURN_IF_ERROR(TryAccept(out, peer, &got));
+    if (got) return Status::OK();
+  }
+}
+
+Status Socket::TryAccept(Socket* out, std::string* peer, bool* got) const {
+  *got = false;
+  sockaddr_in sa;
+  socklen_t len = sizeof(sa);
+  int fd = accept4(fd_, reinterpret_cast<sockaddr*>(&sa), &len,
+                   SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) {
+    if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+      return Status::OK();
+    if (errno == EMFILE || errno == ENFILE)
+      return Status::Timeout(std::string("accept: ") + strerror(errno));
+    return Status::Internal(std::string("accept: ") + strerror(errno));
+  }
+  SetNoDelay(fd);
+  if (peer) {
+    char buf[INET_ADDRSTRLEN] = {0};
+    inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof(buf));
+    *peer = std::string(buf) + ":" + std::to_string(ntohs(sa.sin_port));
+  }
+  *out = Socket(fd);
+  *got = true;
+  return Status::OK();
+}
+
+Status Socket::ReadSome(void* buf, size_t len, size_t* got) const {
+  *got = 0;
+  ssize_t n = ::recv(fd_, buf, len, MSG_DONTWAIT);
+  if (n > 0) {
+    *got = static_cast<size_t>(n);
     return Status::OK();
   }
+  if (n == 0) return Status::Aborted("closed by peer");
+  if (errno == EAGAIN || errno == EINTR) return Status::OK();
+  return Status::Aborted(std::string("connection lost: ") + strerror(errno));
 }
 
 Status Socket::WriteAll(const void* buf, size_t len, Deadline deadline) const {

@@ -42,6 +42,13 @@ class Socket {
   static Status Connect(const std::string& host, int port, Deadline deadline,
                         Socket* out);
   Status Accept(Deadline deadline, Socket* out, std::string* peer) const;
+  // Accepts one queued peer without waiting; *got says whether there was
+  // one. Out of file descriptors (EMFILE, ENFILE) is kTimeout: retry after
+  // closing something.
+  Status TryAccept(Socket* out, std::string* peer, bool* got) const;
+  // Reads what has arrived, up to len, without waiting (*got may be 0). The
+  // peer's close is an error.
+  Status ReadSome(void* buf, size_t len, size_t* got) const;
 
   Status WriteAll(const void* buf, size_t len, Deadline deadline) const;
   Status ReadAll(void* buf, size_t len, Deadline deadline) const;

@@ -464,7 +464,7 @@ class EngineImpl {
   // failure; a worker asks what rank 0 said last.
   Status RootCause(const Status& st) {
     if (job_.size == 1) return st;
-    if (job_.rank != 0) return FromCoordinator(st);
+    if (job_.rank != 0) return FromCoordinator(st, false);
     Deadline deadline = Deadline::After(1.0);
     for (size_t r = 1; r < control_.size(); ++r) {
       std::string frame;
@@ -487,24 +487,36 @@ class EngineImpl {
 
   // A worker's link to rank 0 broke, or one of its transfers did. Read what
   // rank 0 sent before closing: a shutdown (a clean exit) or the reason the
-  // job failed. Without either, `fallback` stands.
-  Status FromCoordinator(const Status& fallback) {
+  // job failed (rank 0 hears from every rank, so it names the root cause).
+  // Without either, `fallback` stands, with what rank 0's silence says: a
+  // closed link means rank 0 died; an open but silent one that it may be the
+  // rank that hung (a transfer times out on the neighbour first, even when
+  // the neighbour only waits on the hung rank like everyone else).
+  Status FromCoordinator(const Status& fallback, bool about_rank0) {
     Deadline deadline = Deadline::After(1.0);
     std::string frame;
-    while (control_[0]->ReadFrame(kMaxControlFrame, deadline, &frame).ok()) {
+    Status st;
+    while ((st = control_[0]->ReadFrame(kMaxControlFrame, deadline, &frame))
+               .ok()) {
       if (frame.empty()) continue;  // a heartbeat
       ResponseList l;
       if (!DecodeResponseList(frame, job_.size, &cache_, &l).ok()) break;
       if (!l.abort_reason.empty()) return Status::Aborted(l.abort_reason);
       if (l.shutdown) return Status::OK();
     }
-    return fallback;
+    if (about_rank0 || st.ok()) return fallback;
+    if (st.code() == StatusCode::kTimeout)
+      return Status::Aborted(fallback.message() +
+                             "; rank 0 did not answer within 1 s either");
+    return Status::Aborted("lost connection to rank 0; it probably died (" +
+                           fallback.message() + ")");
   }
 
   Status LostCoordinator(const Status& cause) {
     return FromCoordinator(Status::Aborted("lost connection to rank 0 (" +
                                            cause.message() +
-                                           "); it probably died"));
+                                           "); it probably died"),
+                           true);
   }
 
   // Rank 0: a tick on each tensor's negotiation for the rank that sent it.
