@@ -157,7 +157,7 @@ void Executor::Abort(const std::string& reason) {
 }
 
 void Executor::FailBroken(const Status& status) {
-  for (auto& e : broken_) Finish(e, status);
+  for (auto& e : broken_) Finish(e, e.Failure(status));
   broken_.clear();
 }
 

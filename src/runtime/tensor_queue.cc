@@ -84,7 +84,7 @@ void TensorQueue::FailAll(const Status& status) {
     doomed.swap(in_flight_);
     fresh_.clear();
   }
-  for (auto& kv : doomed) kv.second.handle->Complete(status);
+  for (auto& kv : doomed) kv.second.handle->Complete(kv.second.Failure(status));
 }
 
 void TensorQueue::Wake() {
