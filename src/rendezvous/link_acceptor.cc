@@ -72,11 +72,10 @@ Status LinkAcceptor::Advance(Pending* p, bool* complete) {
     HVD_RETURN_IF_ERROR(p->hs.Take(buf, got, &reply));
     // A 64-byte reply to a fresh connection fits its socket buffer.
     if (!reply.empty())
-      HVD_RETURN_IF_ERROR(p->s.WriteAll(reply.data(), reply.size(),
-                                        p->deadline));
+      HVD_RETURN_IF_ERROR(
+          p->s.WriteAll(reply.data(), reply.size(), p->deadline));
     if (p->hs.done()) {
-      if (p->hs.kind() != kind_)
-        return Status::Aborted("unexpected link kind");
+      if (p->hs.kind() != kind_) return Status::Aborted("unexpected link kind");
     }
   }
   if (options_.first_frame_max == 0) {
@@ -87,8 +86,7 @@ Status LinkAcceptor::Advance(Pending* p, bool* complete) {
   while (p->header_got < sizeof(p->header)) {
     size_t got = 0;
     HVD_RETURN_IF_ERROR(p->s.ReadSome(header + p->header_got,
-                                      sizeof(p->header) - p->header_got,
-                                      &got));
+                                      sizeof(p->header) - p->header_got, &got));
     if (got == 0) return Status::OK();
     p->header_got += got;
     if (p->header_got == sizeof(p->header)) {
@@ -127,10 +125,10 @@ Status LinkAcceptor::Run(Deadline deadline, std::vector<Socket>* links,
   std::vector<pollfd> fds;
   while (missing()) {
     if (deadline.Expired())
-      return Status::Timeout("rendezvous timed out: rank(s) " +
-                             Ranks(*links, wanted) + " did not connect to rank " +
-                             std::to_string(hp_.my_rank) +
-                             " within the start timeout");
+      return Status::Timeout(
+          "rendezvous timed out: rank(s) " + Ranks(*links, wanted) +
+          " did not connect to rank " + std::to_string(hp_.my_rank) +
+          " within the start timeout");
     Deadline wake = deadline;
     fds.assign(1, pollfd{listener_.fd(), POLLIN, 0});
     for (auto& p : pending) {
@@ -145,10 +143,9 @@ Status LinkAcceptor::Run(Deadline deadline, std::vector<Socket>* links,
       bool complete = false;
       Status st = fds[i + 1].revents ? Advance(&p, &complete) : Status::OK();
       if (st.ok() && !complete && p.deadline.Expired())
-        st = Status::Timeout("handshake not completed within " +
-                             std::to_string(static_cast<int>(
-                                 options_.handshake_s)) +
-                             " s");
+        st = Status::Timeout(
+            "handshake not completed within " +
+            std::to_string(static_cast<int>(options_.handshake_s)) + " s");
       if (st.ok() && complete && !usable(p.hs.client_rank()))
         st = Status::Aborted("unexpected or duplicate rank " +
                              std::to_string(p.hs.client_rank()));
@@ -183,9 +180,9 @@ Status LinkAcceptor::Run(Deadline deadline, std::vector<Socket>* links,
       HVD_RETURN_IF_ERROR(st);
       if (!got) break;
       if (pending.size() >= options_.max_pending) {
-        Reject(*pending.front(),
-               "dropped: over " + std::to_string(options_.max_pending) +
-                   " connections handshaking at once");
+        Reject(*pending.front(), "dropped: over " +
+                                     std::to_string(options_.max_pending) +
+                                     " connections handshaking at once");
         pending.pop_front();
       }
       pending.push_back(std::make_unique<Pending>(std::move(s), peer, hp_,

@@ -25,8 +25,8 @@
 namespace horovod {
 
 struct AcceptorOptions {
-  size_t max_pending = 64;    // connections handshaking at once
-  double handshake_s = 5;     // per connection: handshake and first frame
+  size_t max_pending = 64;     // connections handshaking at once
+  double handshake_s = 5;      // per connection: handshake and first frame
   size_t first_frame_max = 0;  // 0: no frame follows the handshake
 };
 
@@ -38,8 +38,8 @@ class LinkAcceptor {
   // error rejects the link and leaves the rank's slot open.
   using OnLink = std::function<Status(int rank, const std::string& frame)>;
 
-  LinkAcceptor(const Socket& listener, const HandshakeParams& hp,
-               LinkKind kind, AcceptorOptions options);
+  LinkAcceptor(const Socket& listener, const HandshakeParams& hp, LinkKind kind,
+               AcceptorOptions options);
 
   // Fills (*links)[r] for every wanted rank r, or fails at the deadline
   // naming the ranks that never connected.

@@ -172,9 +172,9 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
           " did not receive the peer table from rank 0: " + st.message() +
           " (another rank may have failed to start)");
     if (!table.empty() && table[0] == kFailureMark)
-      return Status::Timeout("rank " + std::to_string(job.rank) +
-                             ": the rendezvous failed on rank 0: " +
-                             Printable(table.substr(1)));
+      return Status::Timeout(
+          "rank " + std::to_string(job.rank) +
+          ": the rendezvous failed on rank 0: " + Printable(table.substr(1)));
     HVD_RETURN_IF_ERROR(ParsePeerTable(table, n, &addrs, &out->hosts));
     out->control[0] = std::move(ctl);
     // Dial every lower rank.

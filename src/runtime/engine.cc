@@ -512,11 +512,17 @@ class EngineImpl {
                            fallback.message() + ")");
   }
 
+  // Rank 0 lost its link to worker `r`.
+  static Status Disconnected(int r, const Status& cause) {
+    return Status::Aborted("rank " + std::to_string(r) + " disconnected (" +
+                           cause.message() + "); it probably died");
+  }
+
   Status LostCoordinator(const Status& cause) {
-    return FromCoordinator(Status::Aborted("lost connection to rank 0 (" +
-                                           cause.message() +
-                                           "); it probably died"),
-                           true);
+    return FromCoordinator(
+        Status::Aborted("lost connection to rank 0 (" + cause.message() +
+                        "); it probably died"),
+        true);
   }
 
   // Rank 0: a tick on each tensor's negotiation for the rank that sent it.
@@ -581,9 +587,7 @@ class EngineImpl {
       Status st = control_[r]->ReadFrame(
           kMaxControlFrame, Deadline::After(knobs_.operation_timeout_s),
           &frame);
-      if (!st.ok())
-        return Status::Aborted("rank " + std::to_string(r) + " disconnected (" +
-                               st.message() + "); it probably died");
+      if (!st.ok()) return Disconnected(r, st);
       liveness_->Heard(r - 1, now);
       if (frame.empty()) continue;  // a heartbeat
       RequestList list;
@@ -607,13 +611,17 @@ class EngineImpl {
     std::string frame = EncodeResponseList(out, &cache_);
     // Every worker must have the whole list before we wait for it inside
     // a collective.
-    for (int r = 1; r < n; ++r)
-      HVD_RETURN_IF_ERROR(control_[r]->WriteFrame(
-          frame, Deadline::After(knobs_.operation_timeout_s)));
+    for (int r = 1; r < n; ++r) {
+      Status st = control_[r]->WriteFrame(
+          frame, Deadline::After(knobs_.operation_timeout_s));
+      if (!st.ok()) return Disconnected(r, st);
+    }
     liveness_->Sent(now);
-    for (int r = 1; r < n; ++r)
-      HVD_RETURN_IF_ERROR(
-          control_[r]->Drain(Deadline::After(knobs_.operation_timeout_s)));
+    for (int r = 1; r < n; ++r) {
+      Status st =
+          control_[r]->Drain(Deadline::After(knobs_.operation_timeout_s));
+      if (!st.ok()) return Disconnected(r, st);
+    }
     Status st = ExecuteList(out);
     if (!st.ok()) return RootCause(st);
     *finished = out.shutdown;
@@ -677,17 +685,29 @@ class EngineImpl {
     if (link >= 0) {
       const int peer = job_.rank == 0 ? link + 1 : 0;
       char took[32];
-      std::snprintf(took, sizeof(took), "%.1f", liveness_->SilentFor(link, now));
+      std::snprintf(took, sizeof(took), "%.1f",
+                    liveness_->SilentFor(link, now));
       return Status::Aborted(
           "rank " + std::to_string(peer) + " sent nothing for " + took +
           " s (HOROVOD_OPERATION_TIMEOUT_SECONDS); it is hung or its "
           "connection is blackholed");
     }
+    // A busy shared-memory link never idles long enough to look at its
+    // socket; this way a hang-up there is noticed within a heartbeat.
+    if (liveness_->ProbeDue(now)) {
+      for (auto& link : control_)
+        if (link->valid()) link->Probe();
+      liveness_->Probed(now);
+    }
     if (!liveness_->HeartbeatDue(now)) return Status::OK();
-    for (auto& link : control_)
-      if (link->valid())
-        HVD_RETURN_IF_ERROR(link->WriteFrame(
-            std::string(), Deadline::After(knobs_.operation_timeout_s)));
+    for (size_t r = 0; r < control_.size(); ++r) {
+      if (!control_[r]->valid()) continue;
+      Status st = control_[r]->WriteFrame(
+          std::string(), Deadline::After(knobs_.operation_timeout_s));
+      if (!st.ok())
+        return job_.rank == 0 ? Disconnected(static_cast<int>(r), st)
+                              : LostCoordinator(st);
+    }
     liveness_->Sent(now);
     return Status::OK();
   }

@@ -32,7 +32,8 @@ class PeerLiveness {
       : timeout_(ToDuration(timeout_s)),
         interval_(ToDuration(IntervalFor(timeout_s))),
         heard_(static_cast<size_t>(links), now),
-        sent_(now) {}
+        sent_(now),
+        probed_(now) {}
 
   void Heard(int link, Clock::time_point now) {
     heard_[static_cast<size_t>(link)] = now;
@@ -41,6 +42,11 @@ class PeerLiveness {
   bool HeartbeatDue(Clock::time_point now) const {
     return now - sent_ >= interval_;
   }
+  // Links are also looked at for a hang-up once an interval, busy or not.
+  bool ProbeDue(Clock::time_point now) const {
+    return now - probed_ >= interval_;
+  }
+  void Probed(Clock::time_point now) { probed_ = now; }
   // This rank was busy (not listening) for `busy`, ending now.
   void Busy(Clock::duration busy, Clock::time_point now) {
     for (auto& t : heard_) t = std::min(now, t + busy);
@@ -81,6 +87,7 @@ class PeerLiveness {
   Clock::duration interval_;
   std::vector<Clock::time_point> heard_;
   Clock::time_point sent_;
+  Clock::time_point probed_;
 };
 
 }  // namespace horovod

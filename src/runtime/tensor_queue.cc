@@ -14,7 +14,7 @@ TensorQueue::~TensorQueue() {
 Status TensorQueue::Add(std::vector<TensorEntry> entries) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!closed_.ok()) return closed_;
+    if (!closed_.ok()) return entries.front().Failure(closed_);
     std::vector<std::string> keys(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       keys[i] = entries[i].request.Key();

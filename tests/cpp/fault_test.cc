@@ -57,8 +57,7 @@ int FreePort() {
 }
 
 double Now() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
 
 void Report(int fd, const std::string& line) {
@@ -103,7 +102,8 @@ void Report(int fd, const std::string& line) {
   const bool victim = rank == f.victim;
   if (f.when == When::kIdle || (f.when == When::kNegotiation && victim)) {
     // Idle until well after the signal; the victim never submits.
-    std::this_thread::sleep_for(std::chrono::milliseconds(victim ? 60000 : 500));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(victim ? 60000 : 500));
   }
   for (int i = 0; i < 1000; ++i) {
     const bool use_big = f.when == When::kMidAllreduce;
@@ -175,8 +175,8 @@ TEST_P(FaultTest, EverySurvivorFailsInBoundedTimeNamingTheVictim) {
     kill_all();
     FAIL() << "only " << up << " ranks started";
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(
-      f.when == When::kMidAllreduce ? 150 : 200));
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(f.when == When::kMidAllreduce ? 150 : 200));
   const double signalled = Now();
   kill(children[f.victim].pid, f.signal);
   // Collect the survivors' reports (bounded: a hang fails the test).
@@ -184,8 +184,7 @@ TEST_P(FaultTest, EverySurvivorFailsInBoundedTimeNamingTheVictim) {
   for (int r = 0; r < kRanks; ++r) {
     if (r == f.victim) continue;
     Child& c = children[r];
-    while (c.text.find('\n') == std::string::npos &&
-           Clock::now() < report_by) {
+    while (c.text.find('\n') == std::string::npos && Clock::now() < report_by) {
       pollfd p = {c.report, POLLIN, 0};
       char buf[4096];
       if (poll(&p, 1, 100) <= 0) continue;
@@ -223,9 +222,10 @@ std::vector<Fault> AllFaults() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Faults, FaultTest, ::testing::ValuesIn(AllFaults()),
-    [](const ::testing::TestParamInfo<Fault>& i) { return Describe(i.param); });
+INSTANTIATE_TEST_SUITE_P(Faults, FaultTest, ::testing::ValuesIn(AllFaults()),
+                         [](const ::testing::TestParamInfo<Fault>& i) {
+                           return Describe(i.param);
+                         });
 
 }  // namespace
 }  // namespace horovod

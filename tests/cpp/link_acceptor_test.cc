@@ -132,13 +132,13 @@ TEST(LinkAcceptor, HonestRanksGetThroughACrowdOfBadClients) {
     bad.push_back(Dial(a.port()));
     (void)bad.back().WriteAll(bytes.data(), bytes.size(), Deadline::After(1));
   };
-  send(Hello(1, kSize, 0xdeadbeef));       // bad magic
-  send(Hello(7, kSize));                   // rank >= size
-  send(Hello(-1, kSize));                  // negative rank
-  send(Hello(1, 99));                      // another job's size
+  send(Hello(1, kSize, 0xdeadbeef));  // bad magic
+  send(Hello(7, kSize));              // rank >= size
+  send(Hello(-1, kSize));             // negative rank
+  send(Hello(1, 99));                 // another job's size
   send(std::string("\xff\xff\xff\xff", 4) + std::string(28, 'x'));
   send(std::string("\x80\x04\x95", 3) + std::string(29, 'p'));  // a pickle
-  send(Hello(1, kSize).substr(0, 20));     // truncated, then closed
+  send(Hello(1, kSize).substr(0, 20));  // truncated, then closed
   bad.back().Close();
   // Wrong key: a full handshake that must fail.
   {

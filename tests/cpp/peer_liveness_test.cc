@@ -27,6 +27,11 @@ TEST(PeerLiveness, HeartbeatFallsDueAndSendingResetsIt) {
   l.Sent(t0 + milliseconds(400));
   EXPECT_FALSE(l.HeartbeatDue(t0 + milliseconds(600)));
   EXPECT_TRUE(l.HeartbeatDue(t0 + milliseconds(700)));
+  // Probing runs on its own schedule, whatever was sent.
+  EXPECT_TRUE(l.ProbeDue(t0 + milliseconds(400)));
+  l.Probed(t0 + milliseconds(400));
+  EXPECT_FALSE(l.ProbeDue(t0 + milliseconds(699)));
+  EXPECT_TRUE(l.ProbeDue(t0 + milliseconds(700)));
 }
 
 TEST(PeerLiveness, SilencePastTheTimeoutNamesTheQuietestLink) {

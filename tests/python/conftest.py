@@ -33,14 +33,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def spawn_ranks(np, script, *args, env=None, rank_env=None):
+def spawn_ranks(np, script, *args, env=None, rank_env=None, port=None,
+                secret=None, ranks=None):
     """Starts the ranks directly (no launcher supervising them), so a test
     can watch each survivor when a peer dies. `rank_env(r)` adds variables
-    for rank r. Returns the Popen list."""
-    port = free_port()
-    secret = secrets.token_hex(16)
+    for rank r; `ranks` starts only those (the rest never come). Returns the
+    Popen list."""
+    port = port or free_port()
+    secret = secret or secrets.token_hex(16)
     procs = []
-    for r in range(np):
+    for r in (range(np) if ranks is None else ranks):
         e = dict(os.environ)
         e.update({"HOROVOD_RANK": str(r), "HOROVOD_SIZE": str(np),
                   "HOROVOD_LOCAL_RANK": str(r), "HOROVOD_LOCAL_SIZE": str(np),
@@ -53,6 +55,12 @@ def spawn_ranks(np, script, *args, env=None, rank_env=None):
             [sys.executable, worker(script)] + [str(a) for a in args], env=e,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs
+
+
+def shm_segments_of(pids):
+    """Shared-memory segments still named after any of these processes."""
+    return [f for f in os.listdir("/dev/shm")
+            if any(f.startswith("hvd-%d-" % p) for p in pids)]
 
 
 def collect(procs, timeout=120):

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from conftest import assert_ok, collect, horovodrun, spawn_ranks, worker
+from conftest import (assert_ok, collect, horovodrun, shm_segments_of,
+                      spawn_ranks, worker)
 
 
 # Each worker checks its own results and prints "<name> OK on rank r".
@@ -70,11 +71,6 @@ def test_simulated_hosts_share_memory_within_each(tmp_path, hosts, hierarchical)
     else:
         assert not any(p in text for p in phases)
         assert "TCP_ALLREDUCE" in text
-
-
-def shm_segments_of(pids):
-    return [f for f in os.listdir("/dev/shm")
-            if any(f.startswith("hvd-%d-" % p) for p in pids)]
 
 
 @pytest.mark.parametrize("shm", ["1", "0"])
