@@ -26,6 +26,18 @@ std::string Ranks(const std::vector<Socket>& links,
   return "[" + s + "]";
 }
 
+// Reads into dst[*have, want) what has arrived; *full once it is all there.
+Status Fill(const Socket& s, char* dst, size_t want, size_t* have, bool* full) {
+  while (*have < want) {
+    size_t got = 0;
+    HVD_RETURN_IF_ERROR(s.ReadSome(dst + *have, want - *have, &got));
+    if (got == 0) break;
+    *have += got;
+  }
+  *full = *have == want;
+  return Status::OK();
+}
+
 }  // namespace
 
 struct LinkAcceptor::Pending {
@@ -74,39 +86,26 @@ Status LinkAcceptor::Advance(Pending* p, bool* complete) {
     if (!reply.empty())
       HVD_RETURN_IF_ERROR(
           p->s.WriteAll(reply.data(), reply.size(), p->deadline));
-    if (p->hs.done()) {
-      if (p->hs.kind() != kind_) return Status::Aborted("unexpected link kind");
-    }
   }
+  if (p->hs.kind() != kind_) return Status::Aborted("unexpected link kind");
   if (options_.first_frame_max == 0) {
     *complete = true;
     return Status::OK();
   }
-  char* header = reinterpret_cast<char*>(p->header);
-  while (p->header_got < sizeof(p->header)) {
-    size_t got = 0;
-    HVD_RETURN_IF_ERROR(p->s.ReadSome(header + p->header_got,
-                                      sizeof(p->header) - p->header_got, &got));
-    if (got == 0) return Status::OK();
-    p->header_got += got;
-    if (p->header_got == sizeof(p->header)) {
-      if (p->header[0] != kFrameMagic)
-        return Status::Aborted("bad frame magic");
-      if (p->header[1] > options_.first_frame_max)
-        return Status::Aborted("frame of " + std::to_string(p->header[1]) +
-                               " bytes exceeds the limit of " +
-                               std::to_string(options_.first_frame_max));
-      p->frame.resize(p->header[1]);
-    }
+  bool full = false;
+  if (p->header_got < sizeof(p->header)) {
+    HVD_RETURN_IF_ERROR(Fill(p->s, reinterpret_cast<char*>(p->header),
+                             sizeof(p->header), &p->header_got, &full));
+    if (!full) return Status::OK();
+    if (p->header[0] != kFrameMagic) return Status::Aborted("bad frame magic");
+    if (p->header[1] > options_.first_frame_max)
+      return Status::Aborted("frame of " + std::to_string(p->header[1]) +
+                             " bytes exceeds the limit of " +
+                             std::to_string(options_.first_frame_max));
+    p->frame.resize(p->header[1]);
   }
-  while (p->frame_got < p->frame.size()) {
-    size_t got = 0;
-    HVD_RETURN_IF_ERROR(p->s.ReadSome(&p->frame[p->frame_got],
-                                      p->frame.size() - p->frame_got, &got));
-    if (got == 0) return Status::OK();
-    p->frame_got += got;
-  }
-  *complete = true;
+  HVD_RETURN_IF_ERROR(
+      Fill(p->s, &p->frame[0], p->frame.size(), &p->frame_got, complete));
   return Status::OK();
 }
 

@@ -472,9 +472,7 @@ class EngineImpl {
         control_[r]->Probe();
         if (!control_[r]->HasData()) break;
         if (!control_[r]->ReadFrame(kMaxControlFrame, deadline, &frame).ok())
-          return Status::Aborted("rank " + std::to_string(r) +
-                                 " disconnected; it probably died (" +
-                                 st.message() + ")");
+          return Disconnected(static_cast<int>(r), st);
         RequestList l;
         if (DecodeRequestList(frame, job_.size, &l).ok() &&
             !l.abort_reason.empty())

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
 namespace horovod {
@@ -70,11 +71,7 @@ class PeerLiveness {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     sent_ + interval_ - now)
                     .count();
-    return static_cast<int>(std::clamp<int64_t>(
-        left + 1, 0,
-        std::chrono::duration_cast<std::chrono::milliseconds>(interval_)
-                .count() +
-            1));
+    return static_cast<int>(std::max<int64_t>(0, left + 1));
   }
 
  private:

@@ -2,8 +2,6 @@
 // thread), joined over real authenticated TCP links.
 #include <gtest/gtest.h>
 #include <horovod/engine.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,34 +15,10 @@
 #include <iterator>
 #include <thread>
 
+#include "test_job.h"
+
 namespace horovod {
 namespace {
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-JobInfo Job(int rank, int size, int port, const std::string& secret) {
-  JobInfo j;
-  j.rank = rank;
-  j.size = size;
-  j.local_rank = rank;
-  j.local_size = size;
-  j.controller_addr = "127.0.0.1";
-  j.bind_addr = "127.0.0.1";
-  j.controller_port = port;
-  j.secret = secret;
-  j.start_timeout_s = 20;
-  return j;
-}
 
 // Starts `n` engines in this process, one thread each, joined over loopback
 // TCP (and shared memory), and runs `body` on each. A rank reports trouble
@@ -58,7 +32,7 @@ std::vector<std::string> RunRanks(
   for (int r = 0; r < n; ++r) {
     ranks.emplace_back([&, r] {
       std::unique_ptr<Engine> e;
-      Status st = Engine::Start(Job(r, n, port, "test-secret"), &e);
+      Status st = Engine::Start(LoopbackJob(r, n, port, "test-secret"), &e);
       if (!st.ok()) {
         failures[r] = st.ToString();
         return;
@@ -335,13 +309,13 @@ TEST(Engine, WrongSecretIsRefused) {
   const int port = FreePort();
   Status st0, st1;
   std::thread a([&] {
-    JobInfo j = Job(0, 2, port, "right");
+    JobInfo j = LoopbackJob(0, 2, port, "right");
     j.start_timeout_s = 3;
     std::unique_ptr<Engine> e;
     st0 = Engine::Start(j, &e);
   });
   std::thread b([&] {
-    JobInfo j = Job(1, 2, port, "wrong");
+    JobInfo j = LoopbackJob(1, 2, port, "wrong");
     j.start_timeout_s = 3;
     std::unique_ptr<Engine> e;
     st1 = Engine::Start(j, &e);

@@ -6,10 +6,8 @@
 // margin of a stop. Over TCP and over shared memory.
 #include <gtest/gtest.h>
 #include <horovod/engine.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "test_job.h"
 
 namespace horovod {
 namespace {
@@ -44,18 +44,6 @@ std::string Describe(const Fault& f) {
          (f.shm ? "Shm" : "Tcp");
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 double Now() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
@@ -69,16 +57,7 @@ void Report(int fd, const std::string& line) {
 // <message>" (or "ok"); the victim just keeps going until the signal lands.
 [[noreturn]] void RankMain(const Fault& f, int rank, int port, int ready_fd,
                            int report_fd) {
-  JobInfo job;
-  job.rank = rank;
-  job.size = kRanks;
-  job.local_rank = rank;
-  job.local_size = kRanks;
-  job.controller_addr = "127.0.0.1";
-  job.bind_addr = "127.0.0.1";
-  job.controller_port = port;
-  job.secret = "fault-test-secret";
-  job.start_timeout_s = 20;
+  const JobInfo job = LoopbackJob(rank, kRanks, port, "fault-test-secret");
   std::unique_ptr<Engine> e;
   Status st = Engine::Start(job, &e);
   if (!st.ok()) {
