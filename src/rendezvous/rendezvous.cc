@@ -70,12 +70,18 @@ std::string SanitizedHostKey(const std::string& key) {
 // A rendezvous failure rank 0 passes on to the workers already connected,
 // in place of the peer table, so they report the absent ranks too.
 constexpr char kFailureMark = '!';
+constexpr double kVerdictGraceS = 3;
 
 }  // namespace
 
 Status EstablishMesh(const JobInfo& job, Mesh* out) {
   const int n = job.size;
   Deadline deadline = Deadline::After(job.start_timeout_s);
+  // A worker may have started its clock before rank 0 did: it waits a
+  // little longer for the table, so rank 0's verdict on a failed rendezvous
+  // (which ranks never came) reaches it rather than a bare timeout.
+  Deadline verdict_deadline =
+      Deadline::After(job.start_timeout_s + kVerdictGraceS);
   out->data.clear();
   out->control.clear();
   out->data.resize(n);
@@ -165,7 +171,8 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
         local + ":" + std::to_string(my_port) + " " + out->hosts[job.rank],
         deadline));
     std::string table;
-    st = ctl.ReadFrame(static_cast<size_t>(n) * 520 + 64, deadline, &table);
+    st = ctl.ReadFrame(static_cast<size_t>(n) * 520 + 64, verdict_deadline,
+                       &table);
     if (!st.ok())
       return Status::Timeout(
           "rank " + std::to_string(job.rank) +
