@@ -83,6 +83,8 @@ class Handle {
   // Alltoall: how many dim-0 rows came from each rank. Join: last joined rank.
   const std::vector<int64_t>& received_splits() const;
   int join_result() const;
+  // The element type of the enqueued tensor and of the output.
+  DataType dtype() const;
 
  private:
   std::shared_ptr<HandleState> state_;

@@ -1,6 +1,39 @@
 """Horovod: distributed training with a native C++ engine.
 
 Import the framework module you use, e.g. ``import horovod.torch as hvd``.
+
+``__version__`` is the upstream Horovod release whose Python API this
+package implements (libraries that integrate with Horovod gate features on
+it); ``__engine_version__`` is this engine's own release.
 """
 
-__version__ = "0.1.0"
+import importlib.abc
+import sys
+
+__version__ = "0.28.1"
+__engine_version__ = "0.1.0"
+
+# Upstream modules this build does not provide yet: importing one fails with
+# one line saying so, instead of a bare "No module named ...".
+_NOT_BUILT = {
+    "horovod.tensorflow": "the TensorFlow adapter",
+    "horovod.keras": "the Keras adapter",
+    "horovod.mxnet": "the MXNet adapter",
+    "horovod.spark": "the Spark integration",
+    "horovod.ray": "the Ray integration",
+}
+
+
+class _NotBuiltFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        top = ".".join(fullname.split(".")[:2])
+        what = _NOT_BUILT.get(top)
+        if what is None:
+            return None
+        raise ModuleNotFoundError(
+            "%s is not available: %s is not part of this build yet "
+            "(horovod.torch is)" % (top, what), name=fullname)
+
+
+if not any(isinstance(f, _NotBuiltFinder) for f in sys.meta_path):
+    sys.meta_path.append(_NotBuiltFinder())

@@ -93,18 +93,22 @@ nb::dlpack::dtype ToDlpack(DataType t) {
   throw std::runtime_error(st.message());
 }
 
-TensorView ToView(const nb::ndarray<>& a) {
+TensorView ToView(const nb::ndarray<>& a, int rank) {
   TensorView v;
   if (!ToDataType(a.dtype(), &v.dtype))
     throw nb::value_error(
-        "unsupported tensor dtype: horovod supports uint8, int8, int16, "
-        "int32, int64, float16, bfloat16, float32, float64 and bool");
+        ("unsupported tensor dtype (rank " + std::to_string(rank) +
+         "): horovod supports uint8, int8, int16, int32, int64, float16, "
+         "bfloat16, float32, float64 and bool")
+            .c_str());
   if (a.device_type() != nb::device::cpu::value) v.device = a.device_id();
   v.data = a.data();
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expect)
-      throw nb::value_error("tensor must be contiguous");
+      throw nb::value_error(
+          ("tensor must be contiguous (rank " + std::to_string(rank) + ")")
+              .c_str());
     expect *= a.shape(i);
   }
   for (size_t i = 0; i < a.ndim(); ++i) v.shape.push_back(a.shape(i));
@@ -122,6 +126,44 @@ struct PyEngine {
 }  // namespace
 
 NB_MODULE(_core, m) {
+  // Handles still pending when the interpreter exits (a script that never
+  // synchronized) are not leaks worth a report.
+  nb::set_leak_warnings(false);
+  // Adapters take these values from here instead of mirroring them.
+  nb::enum_<DataType>(m, "DataType")
+      .value("uint8", DataType::kUInt8)
+      .value("int8", DataType::kInt8)
+      .value("int16", DataType::kInt16)
+      .value("int32", DataType::kInt32)
+      .value("int64", DataType::kInt64)
+      .value("float16", DataType::kFloat16)
+      .value("bfloat16", DataType::kBFloat16)
+      .value("float32", DataType::kFloat32)
+      .value("float64", DataType::kFloat64)
+      .value("bool", DataType::kBool);
+  nb::enum_<ReduceOp>(m, "ReduceOp")
+      .value("Average", ReduceOp::kAverage)
+      .value("Sum", ReduceOp::kSum)
+      .value("Adasum", ReduceOp::kAdasum)
+      .value("Min", ReduceOp::kMin)
+      .value("Max", ReduceOp::kMax)
+      .value("Product", ReduceOp::kProduct);
+  nb::enum_<OpType>(m, "OpType")
+      .value("allreduce", OpType::kAllreduce)
+      .value("allgather", OpType::kAllgather)
+      .value("broadcast", OpType::kBroadcast)
+      .value("alltoall", OpType::kAlltoall)
+      .value("reducescatter", OpType::kReducescatter)
+      .value("barrier", OpType::kBarrier)
+      .value("join", OpType::kJoin);
+  nb::enum_<StatusCode>(m, "StatusCode")
+      .value("ok", StatusCode::kOk)
+      .value("invalid_argument", StatusCode::kInvalidArgument)
+      .value("mismatch", StatusCode::kMismatch)
+      .value("aborted", StatusCode::kAborted)
+      .value("timeout", StatusCode::kTimeout)
+      .value("internal", StatusCode::kInternal);
+
   nb::class_<Handle>(m, "Handle")
       .def("poll", &Handle::Poll)
       .def(
@@ -132,11 +174,11 @@ NB_MODULE(_core, m) {
               nb::gil_scoped_release release;
               st = h.Wait(timeout);
             }
-            return std::make_tuple(static_cast<int>(st.code()), st.message());
+            return std::make_tuple(st.code(), st.message());
           },
           nb::arg("timeout") = -1.0)
       .def("output_array",
-           [](const Handle& h, int dtype) {
+           [](const Handle& h) {
              std::shared_ptr<Buffer> buf = h.output();
              if (!buf) throw nb::value_error("operation has no output");
              auto* keep = new std::shared_ptr<Buffer>(buf);
@@ -146,9 +188,9 @@ NB_MODULE(_core, m) {
              std::vector<size_t> shape(h.output_shape().begin(),
                                        h.output_shape().end());
              return nb::ndarray<>(buf->data(), shape.size(), shape.data(),
-                                  owner, nullptr,
-                                  ToDlpack(static_cast<DataType>(dtype)));
+                                  owner, nullptr, ToDlpack(h.dtype()));
            })
+      .def_prop_ro("dtype", [](const Handle& h) { return h.dtype(); })
       .def_prop_ro("output_shape", &Handle::output_shape)
       .def_prop_ro("received_splits", &Handle::received_splits)
       .def_prop_ro("int_result", &Handle::join_result);
@@ -181,9 +223,11 @@ NB_MODULE(_core, m) {
               const std::string& name, int reduce_op, double prescale,
               double postscale, int root, std::vector<int64_t> splits,
               int process_set) {
+             Engine& eng = e.get();
              std::vector<TensorView> views;
              views.reserve(arrays.size());
-             for (const auto& a : arrays) views.push_back(ToView(a));
+             for (const auto& a : arrays)
+               views.push_back(ToView(a, eng.rank()));
              CollectiveArgs args;
              args.name = name;
              args.op = static_cast<ReduceOp>(reduce_op);
@@ -194,7 +238,6 @@ NB_MODULE(_core, m) {
              args.process_set = process_set;
              std::vector<Handle> handles;
              Status st;
-             Engine& eng = e.get();
              switch (static_cast<OpType>(op)) {
                case OpType::kAllreduce:
                  st = eng.GroupedAllreduce(views, args, &handles);
@@ -287,11 +330,4 @@ NB_MODULE(_core, m) {
         nb::gil_scoped_release release;
         e.engine.reset();
       });
-
-  m.attr("STATUS_OK") = static_cast<int>(StatusCode::kOk);
-  m.attr("STATUS_INVALID_ARGUMENT") =
-      static_cast<int>(StatusCode::kInvalidArgument);
-  m.attr("STATUS_MISMATCH") = static_cast<int>(StatusCode::kMismatch);
-  m.attr("STATUS_ABORTED") = static_cast<int>(StatusCode::kAborted);
-  m.attr("STATUS_TIMEOUT") = static_cast<int>(StatusCode::kTimeout);
 }

@@ -155,14 +155,17 @@ class EngineImpl {
     std::vector<TensorEntry> entries;
     handles->clear();
     std::string group;
+    const std::string base = args.name.empty() ? AutoName(op) : args.name;
     for (size_t i = 0; i < tensors.size(); ++i) {
       TensorEntry e;
       Request& r = e.request;
       r.rank = job_.rank;
       r.op = static_cast<uint8_t>(op);
-      r.name = args.name.empty() ? AutoName(op) : args.name;
-      if (tensors.size() > 1 && !args.name.empty())
-        r.name += "." + std::to_string(i);
+      r.name = base;
+      // Upstream's form for the members of a group: <base>_<k>of<n>.
+      if (tensors.size() > 1)
+        r.name +=
+            "_" + std::to_string(i + 1) + "of" + std::to_string(tensors.size());
       r.dtype = tensors[i].dtype;
       r.reduce_op = args.op;
       r.root = args.root;
@@ -180,6 +183,7 @@ class EngineImpl {
       e.tensor = tensors[i];
       e.handle = std::make_shared<HandleState>();
       e.handle->gate = gate_;
+      e.handle->dtype = tensors[i].dtype;
       handles->emplace_back(e.handle);
       entries.push_back(std::move(e));
     }

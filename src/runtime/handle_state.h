@@ -24,6 +24,9 @@ struct HandleState {
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
   int int_result = -1;
+  // The element type of the tensor this handle was enqueued with (outputs
+  // have it too), so adapters need not remember it.
+  DataType dtype = DataType::kUInt8;
   // Set at enqueue when waiters may drive the engine's loop themselves.
   std::shared_ptr<DriveGate> gate;
 

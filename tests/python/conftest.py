@@ -80,3 +80,67 @@ def assert_ok(result):
     assert result.returncode == 0, (
         "job failed (rc=%d)\nstdout:\n%s\nstderr:\n%s"
         % (result.returncode, result.stdout[-6000:], result.stderr[-6000:]))
+
+
+# -- check modules: one pytest case per check, one job per module ------------
+
+def check_names(module):
+    """The check_* functions of workers/checks_<module>.py, in order (read
+    from the source, so collecting needs neither torch nor horovod)."""
+    import ast
+    with open(worker("checks_%s.py" % module)) as f:
+        tree = ast.parse(f.read())
+    return [node.name for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")]
+
+
+def parse_checks(outputs):
+    """{check: {rank: (status, detail lines)}} from each rank's stdout."""
+    results = {}
+    for rank, text in enumerate(outputs):
+        for line in text.splitlines():
+            line = line.split(":", 1)[1] if line.startswith("[") else line
+            if line.startswith("CHECK "):
+                _, name, status = line.split(" ", 2)
+                results.setdefault(name, {})[rank] = (status, [])
+            elif line.startswith("CHECK-DETAIL "):
+                _, name, detail = (line.split(" ", 2) + [""])[:3]
+                results.setdefault(name, {}).setdefault(
+                    rank, ("FAIL", []))[1].append(detail)
+    return results
+
+
+_CHECK_RUNS = {}
+
+
+def run_checks(module, np, env=None):
+    """Runs a check module once per (module, np, env) through horovodrun
+    and caches what every rank reported. A failing check leaves the others
+    running: the stall shutdown is short so a rank left waiting on a failed
+    peer gives up quickly."""
+    key = (module, np, tuple(sorted((env or {}).items())))
+    if key not in _CHECK_RUNS:
+        full_env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "5",
+                    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "20"}
+        full_env.update(env or {})
+        res = horovodrun(np, "checks.py", module, env=full_env, timeout=280)
+        per_rank = ["\n".join(l.split(":", 1)[1] for l in res.stdout.splitlines()
+                              if l.startswith("[%d]<stdout>:" % r))
+                    for r in range(np)]
+        _CHECK_RUNS[key] = (res, parse_checks(per_rank))
+    return _CHECK_RUNS[key]
+
+
+def assert_check_passed(module, check, np, env=None):
+    res, results = run_checks(module, np, env)
+    got = results.get(check, {})
+    failed = {r: got.get(r, ("MISSING", [])) for r in range(np)
+              if got.get(r, ("MISSING",))[0] != "PASS"}
+    if failed:
+        lines = []
+        for r, (status, detail) in sorted(failed.items()):
+            lines.append("rank %d: %s" % (r, status))
+            lines.extend("  " + d for d in detail[-25:])
+        lines.append("job exit code %s; stderr tail:" % res.returncode)
+        lines.extend(res.stderr.splitlines()[-20:])
+        pytest.fail("\n".join(lines), pytrace=False)

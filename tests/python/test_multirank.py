@@ -14,11 +14,9 @@ from conftest import (assert_ok, collect, horovodrun, shm_segments_of,
 
 
 # Each worker checks its own results and prints "<name> OK on rank r".
+# (Collectives, gradients, the optimizer and errors: test_torch_api.py.)
 WORKER_SUITES = [
-    ("collectives.py", "collectives"),      # every op, dtype, autograd
-    ("errors.py", "errors"),                # mismatches, local errors, re-init
     ("join_ps.py", "join_ps"),              # join, static/dynamic process sets
-    ("optimizer.py", "optimizer"),          # DistributedOptimizer equivalence
     ("sync_bn.py", "sync_bn"),              # SyncBatchNorm vs BatchNorm
 ]
 
@@ -30,13 +28,6 @@ def test_worker_suite(script, name, np):
     assert_ok(res)
     for r in range(np):
         assert "[%d]<stdout>:%s OK on rank %d" % (r, name, r) in res.stdout
-
-
-@pytest.mark.parametrize("np", [2, 3])
-def test_collectives_over_tcp_only(np):
-    res = horovodrun(np, "collectives.py", env={"HOROVOD_SHM_DISABLE": "1"})
-    assert_ok(res)
-    assert res.stdout.count("collectives OK") == np
 
 
 @pytest.mark.parametrize("hosts,hierarchical", [
@@ -58,10 +49,11 @@ def test_simulated_hosts_share_memory_within_each(tmp_path, hosts, hierarchical)
                 "HOROVOD_BIND_ADDR": "127.0.0.1",
                 "HOROVOD_HIERARCHICAL_ALLREDUCE": hierarchical,
                 "HOROVOD_TIMELINE": trace}
-    procs = spawn_ranks(n, "collectives.py", rank_env=rank_env)
+    procs = spawn_ranks(n, "checks.py", "collectives", rank_env=rank_env)
     for r, (rc, out, err) in enumerate(collect(procs, timeout=240)):
         assert rc == 0, (out, err)
-        assert "collectives OK on rank %d" % r in out
+        assert "CHECK check_allreduce_in_place_large PASS" in out, out
+        assert " FAIL" not in out, out
     with open(trace) as f:
         text = f.read()
     phases = ["SHM_HOST_ALLREDUCE", "TCP_CROSS_ALLREDUCE",

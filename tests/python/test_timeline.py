@@ -69,7 +69,7 @@ def test_timeline_is_valid_json_while_the_job_runs(tmp_path, transport):
         events = json.load(f)
     opened, names = check_spans(events)
     by_name = {v: k for k, v in names.items()}
-    grad = by_name["static.grad.0"]
+    grad = by_name["allreduce.static.grad.0"]
     spans = [n for n, _ in opened[grad]]
     assert "NEGOTIATE_ALLREDUCE" in spans and "ALLREDUCE" in spans
     # Activities nest inside the operation (depth 1).
@@ -86,7 +86,7 @@ def test_timeline_is_valid_json_while_the_job_runs(tmp_path, transport):
     ticks = {e["name"] for e in events
              if e["ph"] == "X" and e["pid"] == grad}
     assert ticks == {"0", "1"}, ticks
-    gather = [n for n, _ in opened[by_name["static.gather"]]]
+    gather = [n for n, _ in opened[by_name["allgather.static.gather"]]]
     assert "NEGOTIATE_ALLGATHER" in gather and transport + "_ALLGATHER" in gather
     assert any(e["name"] == "CYCLE_START" for e in events)
 
@@ -101,5 +101,8 @@ def test_dynamic_timeline_records_only_between_start_and_stop(tmp_path):
         events = json.load(f)
     _, names = check_spans(events)
     tensors = set(names.values()) - {"horovod"}
-    assert tensors and all(t.startswith("during.") for t in tensors), tensors
+    # Upstream's names: <op>.<given name>.
+    assert tensors and all(t.startswith(("allreduce.during.",
+                                         "allgather.during."))
+                           for t in tensors), tensors
     assert any(e["name"] == "CYCLE_START" for e in events)

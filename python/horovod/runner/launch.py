@@ -21,6 +21,10 @@ import time
 import horovod
 
 _LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
+# After Ctrl-C, ranks get this long to exit on SIGINT before SIGTERM, and
+# as long again before SIGKILL.
+_INT_GRACE_S = 5.0
+_TERM_GRACE_S = 5.0
 
 
 def _parse_hosts(spec, np):
@@ -92,6 +96,74 @@ def check_build(out=sys.stdout):
            mark(engine)))
 
 
+class _Records:
+    """Splits a rank's output stream into records ended by \\n or by \\r
+    (progress bars redraw with \\r): each is forwarded as soon as its end
+    arrives instead of waiting for a newline."""
+
+    def __init__(self):
+        self._partial = b""
+
+    def feed(self, chunk):
+        data = self._partial + chunk
+        out = []
+        start = 0
+        for i, byte in enumerate(data):
+            if byte in (0x0A, 0x0D):
+                out.append((data[start:i], data[i:i + 1]))
+                start = i + 1
+        self._partial = data[start:]
+        return out
+
+    def end(self):
+        """What is left when the stream closes, as a final line."""
+        rest, self._partial = self._partial, b""
+        return [(rest, b"\n")] if rest else []
+
+
+class _Output:
+    """Writes records with their rank prefix. On a terminal a record ended
+    by \\r is drawn as one updating line (the next record of the same rank
+    and stream overwrites it); anywhere else every record is its own line.
+    Holds `lock` around every write, so records never interleave."""
+
+    def __init__(self, lock):
+        self._lock = lock
+        self._open = None  # (sink, owner) of an updating line on screen
+
+    def write(self, sink, owner, prefix, text, ending):
+        tty = _isatty(sink)
+        with self._lock:
+            if ending == b"\r" and not text:
+                return  # a bare \r only moves the cursor
+            out = b""
+            if self._open is not None and self._open[1] != owner:
+                self._close_open()
+            if tty and ending == b"\r":
+                out = b"\r" + prefix + text + b"\x1b[K"
+                self._open = (sink, owner)
+            elif tty and self._open is not None:
+                out = b"\r" + prefix + text + b"\x1b[K\n"
+                self._open = None
+            else:
+                out = prefix + text + b"\n"
+            sink.buffer.write(out)
+            sink.buffer.flush()
+
+    def _close_open(self):
+        sink, _ = self._open
+        sink.buffer.write(b"\n")
+        sink.buffer.flush()
+        self._open = None
+
+
+def _isatty(sink):
+    try:
+        return sink.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 class _Job:
     def __init__(self, command, env_base, hosts, np, verbose):
         self.command = command
@@ -99,6 +171,7 @@ class _Job:
         self.lock = threading.Lock()
         self.stopping = False
         self.verbose = verbose
+        self.output = _Output(self.lock)
         port = _free_port()
         secret = secrets.token_hex(32)
         rank = 0
@@ -127,11 +200,14 @@ class _Job:
 
     def _pump(self, stream, rank, kind, sink):
         prefix = ("[%d]<%s>:" % (rank, kind)).encode()
-        for line in iter(stream.readline, b""):
-            with self.lock:
-                sink.buffer.write(prefix + line if line.endswith(b"\n")
-                                  else prefix + line + b"\n")
-                sink.buffer.flush()
+        records = _Records()
+        fd = stream.fileno()
+        while True:
+            chunk = os.read(fd, 65536)
+            for text, ending in records.feed(chunk) if chunk else records.end():
+                self.output.write(sink, (rank, kind), prefix, text, ending)
+            if not chunk:
+                break
         stream.close()
 
     def start(self):
@@ -159,39 +235,117 @@ class _Job:
                 except (ProcessLookupError, PermissionError):
                     pass
 
-    def stop(self, grace_s=5.0):
+    def stop(self, grace_s=5.0, interrupts=()):
+        """SIGTERM, then SIGKILL after grace_s (or at a third Ctrl-C)."""
         self.stopping = True
         self.signal_all(signal.SIGTERM)
         deadline = time.monotonic() + grace_s
+        pressed = len(interrupts)
         while time.monotonic() < deadline and any(p.poll() is None
                                                   for p in self.procs):
+            if pressed and len(interrupts) > max(pressed, 2):
+                break
             time.sleep(0.05)
         self.signal_all(signal.SIGKILL)
         for p in self.procs:
             p.wait()
 
-    def wait(self):
-        """Returns (exit code, failed rank or None)."""
+    def wait(self, interrupts=()):
+        """Returns (exit code, failed rank or None). After a Ctrl-C it also
+        returns once the ranks have had _INT_GRACE_S to stop by themselves,
+        or at once on a second Ctrl-C."""
         while True:
             codes = [p.poll() for p in self.procs]
-            for rank, code in enumerate(codes):
-                if code not in (None, 0):
-                    return code, rank
-            if all(c == 0 for c in codes):
-                return 0, None
+            if interrupts and (len(interrupts) > 1 or
+                               time.monotonic() - interrupts[0] > _INT_GRACE_S
+                               or all(c is not None for c in codes)):
+                return next((c for c in codes if c), 0), None
+            if not interrupts:
+                for rank, code in enumerate(codes):
+                    if code not in (None, 0):
+                        return code, rank
+                if all(c == 0 for c in codes):
+                    return 0, None
             time.sleep(0.05)
 
 
+# Upstream flags this build does not provide: (values they take, why).
+_UNSUPPORTED = {
+    "--gloo": (0, "this engine has its own TCP and shared-memory transport; "
+                  "there is no Gloo or MPI controller to choose"),
+    "--mpi": (0, "this engine has its own TCP and shared-memory transport; "
+                 "launch with mpirun directly to use OpenMPI's environment"),
+    "--jsrun": (0, "jsrun (LSF) launching is not built"),
+    "--mpi-args": (1, "there is no MPI controller in this build"),
+    "--mpi-threads-disable": (0, "there is no MPI controller in this build"),
+    "--binding-args": (1, "there is no MPI controller in this build"),
+    "--num-nccl-streams": (1, "this build has no NCCL (CPU engine)"),
+    "--thread-affinity": (1, "thread affinity is not built"),
+    "--gloo-timeout-seconds": (1, "there is no Gloo controller in this build"),
+    "--hierarchical-allgather": (0, "hierarchical allgather is not built"),
+    "--network-interfaces": (1, "choosing network interfaces is not built "
+                                "(single-host jobs use loopback)"),
+    "--network-interface": (1, "choosing network interfaces is not built "
+                               "(single-host jobs use loopback)"),
+    "--output-filename": (1, "writing rank output to files is not built"),
+    "--config-file": (1, "YAML config files are not built"),
+    "-i": (1, "ssh launching (remote hosts) is not built"),
+    "--ssh-identity-file": (1, "ssh launching (remote hosts) is not built"),
+    "--log-level": (1, "log levels are not built"),
+    "--log-without-timestamp": (0, "log options are not built"),
+    "--log-hide-timestamp": (0, "log options are not built"),
+    "--prefix-output-with-timestamp": (0, "timestamped output is not built"),
+    "--min-np": (1, "elastic training is not built"),
+    "--max-np": (1, "elastic training is not built"),
+    "--slots-per-host": (1, "elastic training is not built"),
+    "--slots": (1, "elastic training is not built"),
+    "--elastic-timeout": (1, "elastic training is not built"),
+    "--reset-limit": (1, "elastic training is not built"),
+    "--blacklist-cooldown-range": (2, "elastic training is not built"),
+    "--host-discovery-script": (1, "elastic training is not built"),
+}
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad command line in one line instead of a usage dump."""
+
+    def error(self, message):
+        raise _UsageError("%s (see horovodrun --help)" % message)
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="horovodrun",
         description="Launch a Horovod job on this machine.")
+    for flag, (nargs, _) in _UNSUPPORTED.items():
+        dest = "unsupported_" + flag.lstrip("-").replace("-", "_")
+        if nargs == 0:
+            parser.add_argument(flag, dest=dest, action="store_true",
+                                help=argparse.SUPPRESS)
+        else:
+            parser.add_argument(flag, dest=dest, nargs=nargs,
+                                help=argparse.SUPPRESS)
     parser.add_argument("-v", "--version", action="store_true",
                         help="print the version and exit")
     parser.add_argument("-np", "--num-proc", dest="np", type=int,
                         help="number of ranks to start")
     parser.add_argument("-H", "--hosts", dest="hosts",
                         help="hosts and slots, e.g. localhost:4")
+    parser.add_argument("-hostfile", "--hostfile", dest="hostfile",
+                        help="a file of 'host slots=N' lines")
+    parser.add_argument("--tcp", action="store_true",
+                        help="accepted for compatibility: data always "
+                             "travels over TCP or shared memory")
+    parser.add_argument("--no-stall-check", action="store_true",
+                        help="do not warn about or stop stalled tensors")
+    parser.add_argument("--stall-check-warning-time-seconds", type=float,
+                        default=None)
+    parser.add_argument("--stall-check-shutdown-time-seconds", type=float,
+                        default=None)
     parser.add_argument("--start-timeout", type=float, default=None,
                         help="seconds the ranks have to find each other "
                              "(default 30, or HOROVOD_START_TIMEOUT)")
@@ -229,8 +383,42 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+def _hosts_from_file(path):
+    """'host slots=N' (or 'host:N', or 'host') per line; # comments."""
+    hosts = []
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            name, *rest = line.split()
+            slots = 1
+            for item in rest:
+                if item.startswith("slots="):
+                    slots = int(item[len("slots="):])
+            if ":" in name:
+                name, _, n = name.partition(":")
+                slots = int(n)
+            hosts.append("%s:%d" % (name, slots))
+    return ",".join(hosts)
+
+
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except _UsageError as e:
+        sys.stderr.write("horovodrun: %s\n" % e)
+        return 2
+    for flag, (_, why) in _UNSUPPORTED.items():
+        if getattr(args, "unsupported_" + flag.lstrip("-").replace("-", "_")):
+            sys.stderr.write("horovodrun: %s is not supported by this build: "
+                             "%s\n" % (flag, why))
+            return 2
+    if args.hostfile:
+        if args.hosts:
+            sys.stderr.write("horovodrun: give -H or -hostfile, not both\n")
+            return 2
+        args.hosts = _hosts_from_file(args.hostfile)
     if args.version:
         print(horovod.__version__)
         return 0
@@ -270,6 +458,14 @@ def main(argv=None):
         env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
     if args.autotune:
         env["HOROVOD_AUTOTUNE"] = "1"
+    if args.no_stall_check:
+        env["HOROVOD_STALL_CHECK_DISABLE"] = "1"
+    if args.stall_check_warning_time_seconds is not None:
+        env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(
+            args.stall_check_warning_time_seconds)
+    if args.stall_check_shutdown_time_seconds is not None:
+        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(
+            args.stall_check_shutdown_time_seconds)
     for flag, var in (("autotune_log_file", "HOROVOD_AUTOTUNE_LOG"),
                       ("autotune_warmup_samples",
                        "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"),
@@ -284,23 +480,36 @@ def main(argv=None):
             env[var] = (os.path.abspath(value) if var == "HOROVOD_AUTOTUNE_LOG"
                         else str(value))
     job = _Job(args.command, env, hosts, args.np, args.verbose)
+    interrupts = []  # monotonic times of Ctrl-C presses
 
-    def forward(signum, _frame):
+    def on_sigint(_signum, _frame):
+        # The first Ctrl-C reaches every rank as SIGINT; the wait loop
+        # escalates if they outlive the grace period, a second one at once.
+        interrupts.append(time.monotonic())
+        job.stopping = True
+        if len(interrupts) == 1:
+            job.signal_all(signal.SIGINT)
+
+    def on_sigterm(signum, _frame):
+        job.stopping = True
         job.signal_all(signum)
-        if signum == signal.SIGINT:
-            job.stopping = True
 
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
     job.start()
-    code, failed = job.wait()
-    if failed is not None:
+    code, failed = job.wait(interrupts)
+    if interrupts:
+        job.stop(grace_s=_TERM_GRACE_S, interrupts=interrupts)
+    elif failed is not None:
         if not job.stopping:
             sys.stderr.write("horovodrun: rank %d exited with code %d; stopping "
                              "the other ranks\n" % (failed, code))
         job.stop()
     for t in job.pumps:
         t.join(timeout=2)
+    if interrupts:
+        sys.stderr.write("horovodrun: interrupted; every rank stopped\n")
+        return 130
     if failed is not None:
         sys.stderr.write("horovodrun: job failed: rank %d exited with code %d\n"
                          % (failed, code))

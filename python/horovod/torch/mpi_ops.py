@@ -1,15 +1,23 @@
 """Collective operations on torch tensors, with upstream Horovod's names,
-signatures and defaults. Tensors cross into the engine as DLPack."""
+signatures, defaults, gradients and error types. A thin adapter over
+horovod.common: tensors cross into the engine as DLPack without a copy, the
+engine validates them, and results come back the same way."""
 
-import threading
+import numbers
 
 import torch
 
+from horovod.common import ops as _ops
 from horovod.common.basics import HorovodBasics
-from horovod.common.exceptions import HorovodInternalError
-from horovod.common.process_sets import ProcessSet, global_process_set
+from horovod.common.exceptions import HorovodInternalError  # noqa: F401
+from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
+                                Product, Sum, resolve_op)
+from horovod.common.process_sets import ProcessSet  # noqa: F401
+from horovod.common.process_sets import global_process_set
 
 _basics = HorovodBasics()
+_collectives = _ops.Collectives(_basics)
+_OP = _ops.OpType
 
 init = _basics.init
 shutdown = _basics.shutdown
@@ -36,137 +44,63 @@ remove_process_set = _basics.remove_process_set
 start_timeline = _basics.start_timeline
 stop_timeline = _basics.stop_timeline
 
-# Reduction ops (values match upstream).
-Average = 0
-Sum = 1
-Adasum = 2
-Min = 3
-Max = 4
-Product = 5
-
-_OP_ALLREDUCE, _OP_ALLGATHER, _OP_BROADCAST, _OP_ALLTOALL, _OP_REDUCESCATTER = range(5)
-
-_DTYPES = {
-    torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3,
-    torch.int64: 4, torch.float16: 5, torch.bfloat16: 6, torch.float32: 7,
-    torch.float64: 8, torch.bool: 9,
-}
-
-_handles = {}
-_handles_lock = threading.Lock()
-_next_handle = [0]
-
-
-def _dtype_code(tensor):
-    code = _DTYPES.get(tensor.dtype)
-    if code is None:
-        raise ValueError("Horovod does not support tensors of dtype %s (rank %d)"
-                         % (tensor.dtype, rank()))
-    return code
-
-
-def _op_of(average, op):
-    if op is not None and average is not None:
-        raise ValueError("The op parameter supersedes average; pass only one.")
-    if op is None:
-        op = Average if average is None or average else Sum
-    if op == Adasum:
-        raise ValueError("op=Adasum is not supported by this engine yet; "
-                         "use hvd.Average or hvd.Sum")
-    if op not in (Average, Sum, Min, Max, Product):
-        raise ValueError("unknown reduction op %r" % (op,))
-    return op
-
-
-def _ps_id(process_set):
-    if not isinstance(process_set, ProcessSet):
-        raise ValueError("process_set must be a horovod ProcessSet")
-    if process_set.process_set_id is None:
-        raise ValueError("process set %r is not registered" % process_set)
-    return process_set.process_set_id
-
-
-def _check_device(tensor):
-    if tensor.device.type != "cpu":
-        raise ValueError("this build supports CPU tensors only (got a %s "
-                         "tensor on rank %d)" % (tensor.device, rank()))
-
-
-def _register(core_handles, finish):
-    with _handles_lock:
-        h = _next_handle[0]
-        _next_handle[0] += 1
-        _handles[h] = (core_handles, finish)
-    return h
-
-
-def _enqueue(op_code, tensors, name, reduce_op=Sum, prescale=1.0,
-             postscale=1.0, root=0, splits=(), process_set=global_process_set):
-    engine = _basics.engine
-    for t in tensors:
-        _check_device(t)
-        _dtype_code(t)
-    return _engine_call(engine.enqueue, op_code, list(tensors), name or "",
-                        int(reduce_op), float(prescale), float(postscale),
-                        int(root), [int(s) for s in splits],
-                        _ps_id(process_set))
-
-
-def _raise_for(code, message):
-    from horovod import _core
-    if code == _core.STATUS_OK:
-        return
-    raise HorovodInternalError(message)
-
 
 def poll(handle):
     """True if the operation behind `handle` has finished."""
-    with _handles_lock:
-        entry = _handles.get(handle)
-    if entry is None:
-        raise ValueError("unknown or already synchronized handle %r" % (handle,))
-    return all(h.poll() for h in entry[0])
+    return _collectives.poll(handle)
 
 
 def synchronize(handle):
     """Waits for the operation behind `handle` and returns its output."""
-    with _handles_lock:
-        entry = _handles.pop(handle, None)
-    if entry is None:
-        raise ValueError("unknown or already synchronized handle %r" % (handle,))
-    core_handles, finish = entry
-    for h in core_handles:
-        code, message = h.wait()
-        _raise_for(code, message)
-    return finish(core_handles)
+    return _collectives.synchronize(handle)
 
 
-def _output(core_handle, like):
-    return torch.from_dlpack(core_handle.output_array(_dtype_code(like)))
+def _engine_tensor(core_handle):
+    return torch.from_dlpack(_ops.output_array(core_handle))
+
+
+def _engine_tensors(core_handles):
+    return [_engine_tensor(h) for h in core_handles]
+
+
+def _first_engine_tensor(core_handles):
+    return _engine_tensor(core_handles[0])
+
+
+def _input(tensor):
+    """What the engine reads: contiguous memory, detached from autograd."""
+    return tensor.detach().contiguous()
+
+
+def _inplace_targets(tensors):
+    """Contiguous tensors for the engine to write into, and the finish that
+    copies results back into non-contiguous originals."""
+    works = [t.detach() if t.is_contiguous() else t.detach().contiguous()
+             for t in tensors]
+
+    def finish(_):
+        for t, w in zip(tensors, works):
+            if t.data_ptr() != w.data_ptr():
+                t.detach().copy_(w)
+        return tensors
+    return works, finish
+
+
+def _compression_none():
+    from horovod.torch.compression import Compression
+    return Compression.none
 
 
 # -- allreduce ---------------------------------------------------------------
 
-def _contiguous_inplace(tensor):
-    """A contiguous tensor to reduce into, and how to write it back."""
-    if tensor.is_contiguous():
-        return tensor, lambda: tensor
-    work = tensor.contiguous()
-
-    def back():
-        tensor.copy_(work)
-        return tensor
-    return work, back
-
-
 def allreduce_async_(tensor, average=None, name=None, op=None,
                      prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
-    op = _op_of(average, op)
-    work, back = _contiguous_inplace(tensor)
-    hs = _enqueue(_OP_ALLREDUCE, [work], name, op, prescale_factor,
-                  postscale_factor, process_set=process_set)
-    return _register(hs, lambda _: back())
+    works, finish = _inplace_targets([tensor])
+    return _collectives.enqueue(
+        _OP.allreduce, works, "allreduce", name, lambda c: finish(c)[0],
+        resolve_op(average, op), prescale_factor, postscale_factor,
+        process_set=process_set)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None,
@@ -205,9 +139,7 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
               prescale_factor=1.0, postscale_factor=1.0,
               process_set=global_process_set):
     """Returns the reduction of `tensor` over all ranks (differentiable)."""
-    if compression is None:
-        from horovod.torch.compression import Compression
-        compression = Compression.none
+    compression = compression or _compression_none()
     compressed, ctx = compression.compress(tensor)
     out = HorovodAllreduce.apply(compressed, average, name, op,
                                  prescale_factor, postscale_factor, process_set)
@@ -217,11 +149,11 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
                              prescale_factor=1.0, postscale_factor=1.0,
                              process_set=global_process_set):
-    op = _op_of(average, op)
-    pairs = [_contiguous_inplace(t) for t in tensors]
-    hs = _enqueue(_OP_ALLREDUCE, [w for w, _ in pairs], name, op,
-                  prescale_factor, postscale_factor, process_set=process_set)
-    return _register(hs, lambda _: [b() for _, b in pairs])
+    works, finish = _inplace_targets(list(tensors))
+    return _collectives.enqueue(
+        _OP.allreduce, works, "grouped_allreduce", name, finish,
+        resolve_op(average, op), prescale_factor, postscale_factor,
+        process_set=process_set)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None,
@@ -261,9 +193,7 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
 def grouped_allreduce(tensors, average=None, name=None, compression=None,
                       op=None, prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
-    if compression is None:
-        from horovod.torch.compression import Compression
-        compression = Compression.none
+    compression = compression or _compression_none()
     pairs = [compression.compress(t) for t in tensors]
     outs = HorovodGroupedAllreduce.apply(average, name, op, prescale_factor,
                                          postscale_factor, process_set,
@@ -272,56 +202,57 @@ def grouped_allreduce(tensors, average=None, name=None, compression=None,
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
-    """Allreduce of a sparse tensor: gathers every rank's indices and values
-    and sums them (divides by the set size for Average)."""
-    t = tensor.coalesce()
-    indices = t.indices().t().contiguous()
-    values = t.values().contiguous()
-    hi = allgather_async(indices, name=(name + ".indices") if name else None,
-                         process_set=process_set)
-    hv = allgather_async(values, name=(name + ".values") if name else None,
-                         process_set=process_set)
+    """Allreduce of a sparse COO tensor: every rank's indices and values are
+    gathered (values divided by the set size for Average). Returns a
+    callable that waits and returns the sparse result, as upstream."""
+    indices = allgather_async(tensor._indices().t().contiguous(),
+                              name=(name + ".indices") if name else None,
+                              process_set=process_set)
+    values = allgather_async(tensor._values().contiguous(),
+                             name=(name + ".values") if name else None,
+                             process_set=process_set)
+    shape = tensor.size()
 
-    def finish(_):
-        idx = synchronize(hi)
-        val = synchronize(hv)
+    def handle():
+        val = synchronize(values)
+        idx = synchronize(indices)
         if op == Average:
             val = val / process_set.size()
-        return torch.sparse_coo_tensor(idx.t(), val, t.size()).coalesce()
-    return _register([], finish)
+        return torch.sparse_coo_tensor(idx.t(), val, shape,
+                                       check_invariants=False)
+    return handle
 
 
 # -- allgather ---------------------------------------------------------------
 
-def _scalar_check(tensor, what):
-    if tensor.dim() == 0:
-        raise ValueError("%s needs a tensor of at least one dimension (rank %d)"
-                         % (what, rank()))
-
-
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    _scalar_check(tensor, "allgather")
-    work = tensor.detach().contiguous()
-    hs = _enqueue(_OP_ALLGATHER, [work], name, process_set=process_set)
-    return _register(hs, lambda chs: _output(chs[0], work))
+    return _collectives.enqueue(_OP.allgather, [_input(tensor)], "allgather",
+                                name, _first_engine_tensor,
+                                process_set=process_set)
 
 
 class HorovodAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
-        ctx.dim0 = tensor.shape[0]
         ctx.process_set = process_set
+        ctx.dim0 = tensor.shape[0] if tensor.dim() else 0
         return synchronize(allgather_async(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
         ps = ctx.process_set
-        grad = synchronize(allreduce_async(grad_output, op=Sum, process_set=ps))
-        sizes = synchronize(allgather_async(
+        grad = synchronize(allreduce_async(grad_output, op=Average,
+                                           process_set=ps))
+        dim0s = synchronize(allgather_async(
             torch.tensor([ctx.dim0], dtype=torch.int64), process_set=ps))
-        me = ps.rank()
-        offset = int(sizes[:me].sum())
-        return grad.narrow(0, offset, ctx.dim0), None, None
+        return _rows_of_this_rank(grad, dim0s, ps), None, None
+
+
+def _rows_of_this_rank(grad, dim0s, process_set):
+    """This rank's slice of a gradient of allgather's output: upstream
+    averages that gradient over the set, then each rank keeps its rows."""
+    me = process_set.rank()
+    return grad.narrow(0, int(dim0s[:me].sum()), int(dim0s[me]))
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -330,26 +261,44 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    works = []
-    for t in tensors:
-        _scalar_check(t, "allgather")
-        works.append(t.detach().contiguous())
-    hs = _enqueue(_OP_ALLGATHER, works, name, process_set=process_set)
-    return _register(hs, lambda chs: [_output(h, w) for h, w in zip(chs, works)])
+    return _collectives.enqueue(_OP.allgather, [_input(t) for t in tensors],
+                                "grouped_allgather", name, _engine_tensors,
+                                process_set=process_set)
+
+
+class HorovodGroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.process_set = process_set
+        ctx.dim0s = [t.shape[0] if t.dim() else 0 for t in tensors]
+        return tuple(synchronize(grouped_allgather_async(tensors, name,
+                                                         process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ps = ctx.process_set
+        reduced = synchronize(grouped_allreduce_async(list(grads), op=Average,
+                                                      process_set=ps))
+        dim0s = synchronize(allgather_async(
+            torch.tensor([ctx.dim0s], dtype=torch.int64), process_set=ps))
+        return (None, None) + tuple(
+            _rows_of_this_rank(g, dim0s[:, i], ps)
+            for i, g in enumerate(reduced))
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    """allgather of each tensor, negotiated as one unit (differentiable)."""
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
 
 
 # -- broadcast ---------------------------------------------------------------
 
 def broadcast_async_(tensor, root_rank, name=None,
                      process_set=global_process_set):
-    work, back = _contiguous_inplace(tensor)
-    hs = _enqueue(_OP_BROADCAST, [work], name, root=root_rank,
-                  process_set=process_set)
-    return _register(hs, lambda _: back())
+    works, finish = _inplace_targets([tensor])
+    return _collectives.enqueue(_OP.broadcast, works, "broadcast", name,
+                                lambda c: finish(c)[0], root=root_rank,
+                                process_set=process_set)
 
 
 def broadcast_async(tensor, root_rank, name=None,
@@ -371,7 +320,8 @@ class HorovodBroadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = synchronize(allreduce_async(grad_output, op=Sum,
+        # Upstream: the gradient averaged over the set, kept by the root.
+        grad = synchronize(allreduce_async(grad_output, op=Average,
                                            process_set=ctx.process_set))
         if rank() != ctx.root_rank:
             grad = grad * 0
@@ -385,25 +335,32 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
 
 # -- alltoall ----------------------------------------------------------------
 
+def _split_counts(splits):
+    if splits is None:
+        return []
+    if isinstance(splits, torch.Tensor):
+        if splits.dtype.is_floating_point or splits.dtype.is_complex or \
+                splits.dtype == torch.bool:
+            raise ValueError("alltoall splits must be a tensor of integers, "
+                             "got %s (rank %d)" % (splits.dtype, rank()))
+        return splits.tolist()
+    counts = list(splits)
+    for s in counts:
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+            raise ValueError("alltoall splits must be integers, got %r "
+                             "(rank %d)" % (s, rank()))
+    return counts
+
+
 def alltoall_async(tensor, splits=None, name=None,
                    process_set=global_process_set):
-    _scalar_check(tensor, "alltoall")
-    work = tensor.detach().contiguous()
-    if splits is None:
-        split_list = []
-    else:
-        if isinstance(splits, torch.Tensor):
-            split_list = [int(s) for s in splits.tolist()]
-        else:
-            split_list = [int(s) for s in splits]
-    hs = _enqueue(_OP_ALLTOALL, [work], name, splits=split_list,
-                  process_set=process_set)
-
     def finish(chs):
-        out = _output(chs[0], work)
-        received = torch.tensor(list(chs[0].received_splits), dtype=torch.int32)
-        return out, received
-    return _register(hs, finish)
+        received = torch.tensor(list(chs[0].received_splits),
+                                dtype=torch.int32)
+        return _engine_tensor(chs[0]), received
+    return _collectives.enqueue(_OP.alltoall, [_input(tensor)], "alltoall",
+                                name, finish, splits=_split_counts(splits),
+                                process_set=process_set)
 
 
 class HorovodAlltoall(torch.autograd.Function):
@@ -425,7 +382,7 @@ class HorovodAlltoall(torch.autograd.Function):
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[i] rows of `tensor` to rank i. Returns the received rows
-    and, when `splits` is given, the received splits."""
+    and, when `splits` is given, the received splits (differentiable)."""
     out, received = HorovodAlltoall.apply(tensor, splits, name, process_set)
     if splits is None:
         return out
@@ -434,91 +391,100 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 # -- reducescatter -----------------------------------------------------------
 
-def _rs_op(op):
-    op = Average if op is None else op
-    if op == Adasum:
-        raise ValueError("op=Adasum is not supported for reducescatter")
-    return op
-
-
 def reducescatter_async(tensor, name=None, op=Average,
                         process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
-    op = _rs_op(op)
-    work = tensor.detach().contiguous()
-    hs = _enqueue(_OP_REDUCESCATTER, [work], name, op, prescale_factor,
-                  postscale_factor, process_set=process_set)
-    return _register(hs, lambda chs: _output(chs[0], work))
+    return _collectives.enqueue(
+        _OP.reducescatter, [_input(tensor)], "reducescatter", name,
+        _first_engine_tensor, Average if op is None else op, prescale_factor,
+        postscale_factor, process_set=process_set)
+
+
+def _reducescatter_grads(grads, op, process_set, scale):
+    """Upstream's gradient of reducescatter: each rank's output gradient
+    gathered back to full shape, times the set size for Sum; the scale
+    factors apply as in the forward pass."""
+    gathered = synchronize(grouped_allgather_async(grads,
+                                                   process_set=process_set))
+    if op == Sum:
+        scale *= process_set.size()
+    return [g * scale if scale != 1.0 else g for g in gathered]
 
 
 class HorovodReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, pre, post):
-        ctx.args = (op, process_set, pre, post)
+        ctx.args = (op, process_set, pre * post)
         return synchronize(reducescatter_async(tensor, name, op, process_set,
                                                pre, post))
 
     @staticmethod
     def backward(ctx, grad_output):
-        op, ps, pre, post = ctx.args
-        grad = synchronize(allgather_async(grad_output.contiguous(),
-                                           process_set=ps))
-        if op == Average:
-            grad = grad / ps.size()
-        return grad * (pre * post), None, None, None, None, None
+        op, ps, scale = ctx.args
+        grad, = _reducescatter_grads([grad_output], op, ps, scale)
+        return grad, None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=None, op=Average,
                   process_set=global_process_set, prescale_factor=1.0,
                   postscale_factor=1.0):
     """Reduces `tensor` over all ranks and returns this rank's share of dim 0
-    (the first dim0 % size ranks get one extra row)."""
-    if compression is None:
-        from horovod.torch.compression import Compression
-        compression = Compression.none
+    (the first dim0 % size ranks get one extra row; differentiable)."""
+    compression = compression or _compression_none()
     compressed, ctx = compression.compress(tensor)
-    out = HorovodReducescatter.apply(compressed, name, _rs_op(op), process_set,
-                                     prescale_factor, postscale_factor)
+    out = HorovodReducescatter.apply(compressed, name,
+                                     Average if op is None else op,
+                                     process_set, prescale_factor,
+                                     postscale_factor)
     return compression.decompress(out, ctx)
 
 
 def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
-    op = _rs_op(op)
-    works = [t.detach().contiguous() for t in tensors]
-    hs = _enqueue(_OP_REDUCESCATTER, works, name, op, prescale_factor,
-                  postscale_factor, process_set=process_set)
-    return _register(hs, lambda chs: [_output(h, w) for h, w in zip(chs, works)])
+    return _collectives.enqueue(
+        _OP.reducescatter, [_input(t) for t in tensors],
+        "grouped_reducescatter", name, _engine_tensors,
+        Average if op is None else op, prescale_factor, postscale_factor,
+        process_set=process_set)
+
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, pre, post, *tensors):
+        ctx.args = (op, process_set, pre * post)
+        return tuple(synchronize(grouped_reducescatter_async(
+            tensors, name, op, process_set, pre, post)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, ps, scale = ctx.args
+        return (None,) * 5 + tuple(_reducescatter_grads(list(grads), op, ps,
+                                                        scale))
 
 
 def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
-    return synchronize(grouped_reducescatter_async(
-        tensors, name, op, process_set, prescale_factor, postscale_factor))
+    """reducescatter of each tensor, negotiated as one unit
+    (differentiable)."""
+    compression = compression or _compression_none()
+    pairs = [compression.compress(t) for t in tensors]
+    outs = HorovodGroupedReducescatter.apply(
+        name, Average if op is None else op, process_set, prescale_factor,
+        postscale_factor, *[c for c, _ in pairs])
+    return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
 
 
 # -- barrier and join --------------------------------------------------------
 
 def barrier(process_set=global_process_set):
     """Blocks until every rank of the set has called barrier."""
-    _engine_call(_basics.engine.barrier, _ps_id(process_set))
+    _collectives.barrier(process_set)
 
 
 def join(device=-1):
     """Declares this rank out of data: until every rank has joined, it takes
     part in other ranks' allreduces with zeros. Returns the last rank to
     join."""
-    return _engine_call(_basics.engine.join)
-
-
-def _engine_call(fn, *args):
-    """Calls into the engine: bad arguments stay ValueError; a failed or
-    shut-down engine raises HorovodInternalError, as a failed op does."""
-    try:
-        return fn(*args)
-    except ValueError:
-        raise
-    except RuntimeError as e:
-        raise HorovodInternalError(str(e)) from None
+    return _collectives.join()

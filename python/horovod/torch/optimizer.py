@@ -10,8 +10,8 @@ import torch
 
 from horovod.common.process_sets import global_process_set
 from horovod.torch.compression import Compression
-from horovod.torch.mpi_ops import (Adasum, Average, Sum, allreduce_async_,
-                                   grouped_allreduce_async_, rank, size,
+from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_,
+                                   grouped_allreduce_async_, size,
                                    sparse_allreduce_async, synchronize)
 
 
@@ -23,12 +23,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         self._compression = compression
         self._process_set = process_set
-        all_params = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is not None:
             named_parameters = list(named_parameters)
         else:
-            named_parameters = [("allreduce.noname.%s" % i, v)
-                                for i, v in enumerate(all_params)]
+            # Upstream's names for parameters given without names.
+            named_parameters = [
+                ("allreduce.noname.%d.%d" % (i, j), v)
+                for i, group in enumerate(self.param_groups)
+                for j, v in enumerate(group["params"])]
         if any(not isinstance(p, tuple) for p in named_parameters):
             raise ValueError("named_parameters should be a sequence of tuples "
                              "(name, parameter), usually produced by "
@@ -38,6 +40,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if dups:
             raise ValueError("Parameter names in named_parameters must be "
                              "unique. Found duplicates: %s" % ", ".join(sorted(dups)))
+        all_params = [p for g in self.param_groups for p in g["params"]]
         known = {id(v) for _, v in named_parameters}
         unnamed = [p for p in all_params if id(p) not in known]
         if unnamed:
@@ -62,7 +65,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._group_of[p] = gi
         self._group_ready = {}
         self._requires_update = set()
-        if size() > 1 or self._process_set is not global_process_set:
+        # A rank outside the process set trains locally: its step() neither
+        # sends nor waits for anything.
+        if self._process_set.included() and (
+                size() > 1 or self._process_set is not global_process_set):
             self._register_hooks()
 
     @staticmethod
@@ -106,6 +112,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if self.sparse_as_dense:
                 p.grad = p.grad.to_dense()
             else:
+                # A callable, as upstream: it returns the sparse result.
                 return sparse_allreduce_async(p.grad, name, self.op,
                                               self._process_set), None
         compressed, ctx = self._compression.compress(p.grad)
@@ -127,8 +134,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             ctxs.append(ctx)
         pre, post = self._scales()
         handle = grouped_allreduce_async_(
-            grads, name="group.%d.%s" % (gi, self._parameter_names.get(params[0])),
-            op=self.op, prescale_factor=pre, postscale_factor=post,
+            grads, name=self._parameter_names.get(params[0]), op=self.op,
+            prescale_factor=pre, postscale_factor=post,
             process_set=self._process_set)
         for i, p in enumerate(params):
             self._handles[p] = (handle if i == 0 else None, (grads[i], ctxs[i]))
@@ -152,6 +159,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles[p] = self._allreduce_grad_async(p)
 
     def synchronize(self):
+        """Waits for every gradient's allreduce (starting those whose hooks
+        did not fire) and writes the results into the gradients."""
         if not self._requires_update:
             self._synchronized = True
             return
@@ -164,18 +173,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 continue
             self._handles[p] = self._allreduce_grad_async(p)
         for p, (handle, ctx) in list(self._handles.items()):
-            if handle is None:
-                continue
-            out = synchronize(handle)
-            if ctx is None:  # sparse
-                p.grad = out
+            if callable(handle):  # sparse
+                p.grad = handle()
+            elif handle is not None:
+                synchronize(handle)
         for p, (handle, ctx) in self._handles.items():
             if ctx is None:
                 continue
             compressed, cctx = ctx
             if compressed is not p.grad:
                 p.grad.copy_(self._compression.decompress(compressed, cctx))
-            self._allreduce_delay[p] = self.backward_passes_per_step
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step
         self._handles.clear()

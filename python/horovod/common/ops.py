@@ -1,0 +1,255 @@
+"""The framework-neutral core of every adapter: reduction ops, operation
+names, the handle table, engine calls with their error mapping, and object
+collectives.
+
+Arrays cross into the engine as anything that speaks DLPack (a torch tensor,
+a NumPy array, a TensorFlow or JAX array exported with ``__dlpack__``), with
+no copy. Outputs the engine allocates come back as DLPack-capable arrays that
+the adapter wraps with its framework's ``from_dlpack``, again without a copy.
+Nothing here knows about autograd or any framework's types.
+
+Thread-safety: a Collectives object may be used from any thread.
+"""
+
+import threading
+import warnings
+
+from horovod import _core
+from horovod.common.exceptions import (HorovodInternalError,
+                                       HorovodInvalidArgumentError)
+from horovod.common.process_sets import ProcessSet, global_process_set
+
+# Reduction ops, with the engine's values (upstream's numbering).
+Average = _core.ReduceOp.Average.value
+Sum = _core.ReduceOp.Sum.value
+Adasum = _core.ReduceOp.Adasum.value
+Min = _core.ReduceOp.Min.value
+Max = _core.ReduceOp.Max.value
+Product = _core.ReduceOp.Product.value
+
+OpType = _core.OpType
+DataType = _core.DataType
+
+
+def resolve_op(average, op):
+    """Upstream's handling of the deprecated `average` flag next to `op`."""
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide "
+                         "only one of them.")
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and "
+                      "will be removed in v1.0", DeprecationWarning)
+        return Average if average else Sum
+    return Average if op is None else op
+
+
+def op_name(prefix, name, number):
+    """The name the ranks negotiate under, formed as upstream forms it:
+    `<prefix>.<name>`, or `<prefix>.noname.<number>` for an unnamed
+    operation. Timelines and stall warnings show these names."""
+    if name:
+        return "%s.%s" % (prefix, name)
+    return "%s.noname.%d" % (prefix, number)
+
+
+def engine_call(fn, *args):
+    """Calls into the engine. Bad input raises HorovodInvalidArgumentError
+    (a ValueError); a failed or shut-down engine HorovodInternalError."""
+    try:
+        return fn(*args)
+    except HorovodInternalError:
+        raise
+    except ValueError as e:
+        raise HorovodInvalidArgumentError(str(e)) from None
+    except RuntimeError as e:
+        raise HorovodInternalError(str(e)) from None
+
+
+def _raise_for(code, message):
+    if code != _core.StatusCode.ok:
+        raise HorovodInternalError(message)
+
+
+class HandleTable:
+    """Integer handles, as users of upstream's API hold them, mapped to the
+    engine's handles and to the adapter's `finish(core_handles)`, which
+    turns finished engine handles into the framework's result."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._next = 0
+        self._entries = {}
+
+    def reserve(self):
+        """A fresh handle number."""
+        with self._lock:
+            h = self._next
+            self._next += 1
+            return h
+
+    def put(self, handle, core_handles, finish, arrays):
+        """`arrays` stay referenced until synchronize: the engine reads and
+        writes their memory until the operation completes."""
+        with self._lock:
+            self._entries[handle] = (core_handles, finish, arrays)
+
+    def poll(self, handle):
+        with self._lock:
+            entry = self._entries.get(handle)
+        if entry is None:
+            raise ValueError("unknown or already synchronized handle %r"
+                             % (handle,))
+        return all(h.poll() for h in entry[0])
+
+    def synchronize(self, handle):
+        """Waits for the operation and returns finish()'s result. A handle
+        that is unknown or already synchronized returns None, as upstream."""
+        with self._lock:
+            entry = self._entries.pop(handle, None)
+        if entry is None:
+            return None
+        core_handles, finish, _ = entry
+        for h in core_handles:
+            code, message = h.wait()
+            _raise_for(code, message)
+        return finish(core_handles)
+
+
+class Collectives:
+    """Enqueues collectives on the engine of `basics` (a HorovodBasics) and
+    keeps their handles."""
+
+    def __init__(self, basics):
+        self._basics = basics
+        self.handles = HandleTable()
+        self._lock = threading.Lock()
+        self._unnamed = {}
+
+    def _unnamed_number(self, ps):
+        """Unnamed operations are numbered per process set, so the members
+        of a set agree on the numbers as long as they issue the set's
+        operations in the same order, whatever else each rank does (a
+        non-member skipping a set's gradient exchange, say)."""
+        with self._lock:
+            k = self._unnamed.get(ps, 0)
+            self._unnamed[ps] = k + 1
+            return k
+
+    @staticmethod
+    def process_set_id(process_set):
+        if not isinstance(process_set, ProcessSet):
+            raise ValueError("process_set must be a horovod ProcessSet, got %r"
+                             % (process_set,))
+        if process_set.process_set_id is None:
+            raise ValueError("process set %r is not registered: pass it to "
+                             "hvd.init(process_sets=...) or "
+                             "hvd.add_process_set" % (process_set,))
+        return process_set.process_set_id
+
+    def enqueue(self, op, arrays, prefix, name, finish, reduce_op=Sum,
+                prescale=1.0, postscale=1.0, root=0, splits=(),
+                process_set=global_process_set):
+        """Starts one operation over `arrays` (a group when several) and
+        returns its handle number; synchronize() then returns
+        finish(core_handles)."""
+        engine = self._basics.engine
+        ps = self.process_set_id(process_set)
+        handle = self.handles.reserve()
+        arrays = list(arrays)
+        full_name = op_name(prefix, name, 0 if name else self._unnamed_number(ps))
+        core = engine_call(engine.enqueue, op.value, arrays, full_name,
+                           int(reduce_op),
+                           float(prescale), float(postscale), int(root),
+                           [int(s) for s in splits], ps)
+        self.handles.put(handle, core, finish, arrays)
+        return handle
+
+    def poll(self, handle):
+        return self.handles.poll(handle)
+
+    def synchronize(self, handle):
+        return self.handles.synchronize(handle)
+
+    def barrier(self, process_set=global_process_set):
+        engine_call(self._basics.engine.barrier,
+                    self.process_set_id(process_set))
+
+    def join(self):
+        return engine_call(self._basics.engine.join)
+
+
+class EngineArray:
+    """The engine-allocated result of a finished allgather, alltoall or
+    reducescatter, as a DLPack producer: any framework's from_dlpack wraps
+    it without a copy (each export keeps the engine's buffer alive). The
+    dtype is the one the handle recorded at enqueue."""
+
+    def __init__(self, core_handle):
+        self._handle = core_handle
+
+    def __dlpack__(self, stream=None, **_):
+        return self._handle.output_array()
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
+
+    @property
+    def shape(self):
+        return tuple(self._handle.output_shape)
+
+
+def output_array(core_handle):
+    return EngineArray(core_handle)
+
+
+# -- objects -----------------------------------------------------------------
+# Objects travel as cloudpickle bytes in uint8 arrays, and only between ranks
+# of this job (every link is authenticated with the job's secret).
+
+def broadcast_object(collectives, obj, root_rank=0, name=None,
+                     process_set=global_process_set):
+    import cloudpickle
+    import numpy as np
+    # One default for every rank: the others often pass None for obj.
+    name = name or "broadcast_object"
+    rank = collectives._basics.rank()
+    if rank == root_rank:
+        payload = np.frombuffer(bytearray(cloudpickle.dumps(obj)),
+                                dtype=np.uint8)
+        length = np.array([payload.size], dtype=np.int64)
+    else:
+        payload = None
+        length = np.zeros(1, dtype=np.int64)
+    collectives.synchronize(collectives.enqueue(
+        OpType.broadcast, [length], "broadcast", name + ".sz",
+        lambda _: None, root=root_rank, process_set=process_set))
+    if payload is None:
+        payload = np.zeros(int(length[0]), dtype=np.uint8)
+    collectives.synchronize(collectives.enqueue(
+        OpType.broadcast, [payload], "broadcast", name + ".t",
+        lambda _: None, root=root_rank, process_set=process_set))
+    if rank == root_rank:
+        return obj
+    return cloudpickle.loads(payload.tobytes())
+
+
+def allgather_object(collectives, obj, name=None,
+                     process_set=global_process_set):
+    import cloudpickle
+    import numpy as np
+    name = name or "allgather_object"
+    data = np.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=np.uint8)
+
+    def gathered(chs):
+        return np.from_dlpack(output_array(chs[0]))
+    sizes = collectives.synchronize(collectives.enqueue(
+        OpType.allgather, [np.array([data.size], dtype=np.int64)],
+        "allgather", name + ".sz", gathered, process_set=process_set))
+    flat = collectives.synchronize(collectives.enqueue(
+        OpType.allgather, [data], "allgather", name + ".t", gathered,
+        process_set=process_set))
+    out, offset = [], 0
+    for n in sizes.tolist():
+        out.append(cloudpickle.loads(flat[offset:offset + n].tobytes()))
+        offset += n
+    return out

@@ -1,0 +1,36 @@
+"""horovod.torch against upstream's semantics: one pytest case per
+behaviour, each asserted on every rank of a real horovodrun job. The ranks
+of one module run as one job (per rank count); each case reads its own
+check's result from it."""
+
+import pytest
+
+from conftest import assert_check_passed, check_names
+
+
+@pytest.mark.parametrize("np", [2, 3])
+@pytest.mark.parametrize("check", check_names("collectives"))
+def test_collectives(check, np):
+    assert_check_passed("collectives", check, np)
+
+
+@pytest.mark.parametrize("check", check_names("collectives"))
+def test_collectives_over_tcp_only(check):
+    assert_check_passed("collectives", check, 3, {"HOROVOD_SHM_DISABLE": "1"})
+
+
+@pytest.mark.parametrize("np", [2, 3])
+@pytest.mark.parametrize("check", check_names("autograd"))
+def test_gradients(check, np):
+    assert_check_passed("autograd", check, np)
+
+
+@pytest.mark.parametrize("np", [2, 3])
+@pytest.mark.parametrize("check", check_names("optimizer"))
+def test_optimizer(check, np):
+    assert_check_passed("optimizer", check, np)
+
+
+@pytest.mark.parametrize("check", check_names("errors"))
+def test_errors(check):
+    assert_check_passed("errors", check, 2)

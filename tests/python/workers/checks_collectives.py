@@ -1,0 +1,210 @@
+"""Every collective, dtype and reduction op, checked against values each
+rank can compute locally (run by checks.py, one pytest case per check)."""
+
+import math
+
+import torch
+
+import horovod.torch as hvd
+from common import ALL_DTYPES, close
+
+hvd.init()
+r, n = hvd.rank(), hvd.size()
+ranks = list(range(n))
+
+
+def expected_reduce(vals, op, dtype):
+    if dtype == torch.bool:
+        return any(vals) if op in (hvd.Sum, hvd.Max) else all(vals)
+    if op == hvd.Sum:
+        return sum(vals)
+    if op == hvd.Average:
+        s = sum(vals) / n
+        return math.trunc(s) if not dtype.is_floating_point else s
+    if op == hvd.Min:
+        return min(vals)
+    if op == hvd.Max:
+        return max(vals)
+    return math.prod(vals)
+
+
+def check_allreduce_every_dtype_and_op():
+    for dtype in ALL_DTYPES:
+        ops = [hvd.Sum, hvd.Min, hvd.Max, hvd.Product]
+        if dtype != torch.bool:
+            ops.append(hvd.Average)
+        for op in ops:
+            if dtype == torch.bool:
+                mine, vals = (r % 2 == 0), [k % 2 == 0 for k in ranks]
+            else:
+                mine, vals = r + 1, [k + 1 for k in ranks]
+            x = torch.full((17, 3), mine, dtype=dtype)
+            y = hvd.allreduce(x, op=op, name="ar.%s.%d" % (dtype, op))
+            want = torch.full((17, 3), expected_reduce(vals, op, dtype),
+                              dtype=dtype)
+            close(y, want, tol=1e-2)
+            close(x, torch.full((17, 3), mine, dtype=dtype))  # input untouched
+
+
+def check_allreduce_in_place_large():
+    big = torch.arange(1_000_003, dtype=torch.float64) * (r + 1)
+    hvd.allreduce_(big, op=hvd.Sum)
+    close(big, torch.arange(1_000_003, dtype=torch.float64)
+          * sum(k + 1 for k in ranks))
+
+
+def check_allreduce_in_place_non_contiguous():
+    base = torch.ones(6, 4) * (r + 1)
+    nc = base[:, ::2]
+    assert not nc.is_contiguous()
+    hvd.allreduce_(nc, op=hvd.Sum)
+    close(nc, torch.full((6, 2), float(sum(k + 1 for k in ranks))))
+    close(base[:, 1::2], torch.full((6, 2), float(r + 1)))
+
+
+def check_allreduce_scalar_and_empty():
+    close(hvd.allreduce(torch.tensor(float(r)), op=hvd.Max),
+          torch.tensor(float(n - 1)))
+    close(hvd.allreduce(torch.zeros(0, 5)), torch.zeros(0, 5))
+
+
+def check_allreduce_average_is_default_and_average_flag():
+    close(hvd.allreduce(torch.full((2,), float(r))),
+          torch.full((2,), sum(ranks) / n))
+    close(hvd.allreduce(torch.full((2,), float(r)), average=False),
+          torch.full((2,), float(sum(ranks))))
+
+
+def check_allreduce_prescale_postscale():
+    y = hvd.allreduce(torch.full((4,), float(r + 1)), op=hvd.Sum,
+                      prescale_factor=2.0, postscale_factor=0.25)
+    close(y, torch.full((4,), 2.0 * 0.25 * sum(k + 1 for k in ranks)))
+
+
+def check_out_of_order_submission():
+    names = ["ooo.%d" % i for i in range(6)]
+    order = names if r % 2 == 0 else list(reversed(names))
+    handles = {nm: hvd.allreduce_async(torch.full((3,), float(names.index(nm) + r)),
+                                       name=nm, op=hvd.Sum)
+               for nm in order}
+    for nm in names:
+        close(hvd.synchronize(handles[nm]),
+              torch.full((3,), float(n * names.index(nm) + sum(ranks))))
+
+
+def check_async_poll_synchronize():
+    h = hvd.allreduce_async_(torch.ones(8), name="polled")
+    while not hvd.poll(h):
+        pass
+    close(hvd.synchronize(h), torch.ones(8))
+    # As upstream: a handle already synchronized gives None.
+    assert hvd.synchronize(h) is None
+
+
+def check_grouped_allreduce():
+    outs = hvd.grouped_allreduce([torch.full((2,), float(r)),
+                                  torch.full((3, 1), 1.0)],
+                                 op=hvd.Sum, name="grp")
+    close(outs[0], torch.full((2,), float(sum(ranks))))
+    close(outs[1], torch.full((3, 1), float(n)))
+    ts = [torch.full((5,), float(r)), torch.ones(2, dtype=torch.float64)]
+    hvd.grouped_allreduce_(ts, op=hvd.Max)
+    close(ts[0], torch.full((5,), float(n - 1)))
+
+
+def check_allgather_uneven_every_dtype():
+    for dtype in ALL_DTYPES:
+        x = torch.full((r, 3), r % 2 if dtype == torch.bool else r, dtype=dtype)
+        y = hvd.allgather(x, name="ag.%s" % dtype)
+        want = torch.cat([torch.full((k, 3), k % 2 if dtype == torch.bool else k,
+                                     dtype=dtype) for k in ranks])
+        close(y, want)
+
+
+def check_grouped_allgather():
+    g = hvd.grouped_allgather([torch.full((1,), float(r)), torch.full((2, 2), r)])
+    close(g[0], torch.tensor([float(k) for k in ranks]))
+    close(g[1], torch.cat([torch.full((2, 2), k) for k in ranks]))
+
+
+def check_broadcast_every_dtype():
+    root = n - 1
+    for dtype in ALL_DTYPES:
+        x = torch.full((7,), (r % 2) if dtype == torch.bool else r + 1,
+                       dtype=dtype)
+        y = hvd.broadcast(x, root, name="bc.%s" % dtype)
+        close(y, torch.full((7,), (root % 2) if dtype == torch.bool else root + 1,
+                            dtype=dtype))
+    x = torch.full((3,), float(r))
+    hvd.broadcast_(x, 0)
+    close(x, torch.zeros(3))
+
+
+def check_alltoall_with_and_without_splits():
+    x = torch.cat([torch.full((d + 1, 2), 100 * r + d, dtype=torch.int32)
+                   for d in ranks])
+    y, recv = hvd.alltoall(x, splits=[d + 1 for d in ranks])
+    close(y, torch.cat([torch.full((r + 1, 2), 100 * s + r, dtype=torch.int32)
+                        for s in ranks]))
+    assert recv.tolist() == [r + 1] * n, recv
+    y, recv = hvd.alltoall(x, splits=torch.tensor([d + 1 for d in ranks]))
+    assert recv.tolist() == [r + 1] * n, recv
+    y = hvd.alltoall(torch.arange(2 * n, dtype=torch.float32) + 10 * r)
+    close(y, torch.cat([torch.tensor([2.0 * r, 2.0 * r + 1]) + 10 * s
+                        for s in ranks]))
+
+
+def _rs_input():
+    dim0 = 2 * n + 1
+    x = torch.arange(dim0 * 2, dtype=torch.float32).reshape(dim0, 2) * (r + 1)
+    counts = [dim0 // n + (1 if k < dim0 % n else 0) for k in ranks]
+    start = sum(counts[:r])
+    full = torch.arange(dim0 * 2, dtype=torch.float32).reshape(dim0, 2) \
+        * sum(k + 1 for k in ranks)
+    return x, full[start:start + counts[r]]
+
+
+def check_reducescatter_uneven_sum_and_average():
+    x, mine = _rs_input()
+    close(hvd.reducescatter(x, op=hvd.Sum), mine)
+    close(hvd.reducescatter(x), mine / n)  # Average by default
+
+
+def check_grouped_reducescatter():
+    x, mine = _rs_input()
+    gy = hvd.grouped_reducescatter([x, x * 2], op=hvd.Sum)
+    close(gy[0], mine)
+    close(gy[1], 2 * mine)
+
+
+def check_sparse_allreduce_returns_a_callable():
+    sp = torch.sparse_coo_tensor(torch.tensor([[r, n]]), torch.tensor([1.0, 2.0]),
+                                 (n + 1,))
+    h = hvd.sparse_allreduce_async(sp, name="sparse", op=hvd.Sum)
+    assert callable(h), type(h)
+    out = h()
+    assert out.is_sparse
+    close(out.to_dense(), torch.tensor([1.0] * n + [2.0 * n]))
+    avg = hvd.sparse_allreduce_async(sp, name="sparse.avg", op=hvd.Average)()
+    close(avg.to_dense(), torch.tensor([1.0 / n] * n + [2.0]))
+
+
+def check_broadcast_object_and_allgather_object():
+    obj = hvd.broadcast_object({"rank": r, "list": [1, 2]} if r == 0 else None, 0)
+    assert obj == {"rank": 0, "list": [1, 2]}, obj
+    assert hvd.allgather_object(("r", r)) == [("r", k) for k in ranks]
+
+
+def check_broadcast_parameters_state_dict_and_lists():
+    m = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.fill_(r)
+    hvd.broadcast_parameters(m.state_dict(), root_rank=n - 1)
+    assert all(bool((p == n - 1).all()) for p in m.parameters())
+    ps = [torch.full((2,), float(r)), torch.full((1,), float(r))]
+    hvd.broadcast_parameters(ps, root_rank=0)
+    close(ps[0], torch.zeros(2))
+    named = [("a", torch.full((2,), float(r)))]
+    hvd.broadcast_parameters(named, root_rank=0)
+    close(named[0][1], torch.zeros(2))

@@ -1,0 +1,143 @@
+"""Errors, with upstream's types: cross-rank mismatches fail on every rank
+and the job keeps working; bad local input is refused at once; names are
+formed as upstream forms them (run by checks.py; needs np >= 2)."""
+
+import torch
+
+import horovod
+import horovod.torch as hvd
+from common import close
+
+hvd.init()
+r, n = hvd.rank(), hvd.size()
+
+
+def expect(exc_type, fragment, fn):
+    try:
+        fn()
+    except exc_type as e:
+        assert fragment in str(e), "%r lacks %r" % (str(e), fragment)
+        return e
+    raise AssertionError("expected %s containing %r" % (exc_type.__name__, fragment))
+
+
+def works():
+    close(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.full((3,), float(n)))
+
+
+def check_shape_mismatch_fails_every_rank_naming_both():
+    e = expect(hvd.HorovodInternalError, "Mismatched allreduce tensor shapes",
+               lambda: hvd.allreduce(torch.ones(r + 2), name="shape"))
+    msg = str(e)
+    assert "rank 0" in msg and "rank 1" in msg and "[2]" in msg and "[3]" in msg, msg
+    assert "'allreduce.shape'" in msg, msg
+    assert isinstance(e, RuntimeError)
+    works()
+
+
+def check_dtype_op_root_scale_mismatches():
+    dt = torch.float32 if r == 0 else torch.float64
+    e = expect(hvd.HorovodInternalError, "Mismatched data types",
+               lambda: hvd.allreduce(torch.ones(3, dtype=dt), name="dtype"))
+    assert "float32" in str(e) and "float64" in str(e), e
+    expect(hvd.HorovodInternalError, "Mismatched reduce operations",
+           lambda: hvd.allreduce(torch.ones(3), name="op",
+                                 op=hvd.Sum if r == 0 else hvd.Max))
+    expect(hvd.HorovodInternalError, "Mismatched broadcast root",
+           lambda: hvd.broadcast(torch.ones(3), 0 if r == 0 else 1, name="root"))
+    expect(hvd.HorovodInternalError, "Mismatched prescale/postscale",
+           lambda: hvd.allreduce(torch.ones(3), name="scale",
+                                 prescale_factor=1.0 + r))
+    expect(hvd.HorovodInternalError, "Mismatched allgather tensor shapes",
+           lambda: hvd.allgather(torch.ones(2, r + 1), name="agshape"))
+    works()
+
+
+def check_grouped_members_named_k_of_n():
+    e = expect(hvd.HorovodInternalError, "'grouped_allreduce.grp_2of2'",
+               lambda: hvd.grouped_allreduce([torch.ones(2), torch.ones(r + 1)],
+                                             name="grp"))
+    assert "Mismatched allreduce tensor shapes" in str(e), e
+    works()
+
+
+def check_duplicate_name_refused_at_once():
+    # A name stays in flight on rank 0 until the others submit it too.
+    if r == 0:
+        h = hvd.allreduce_async(torch.ones(2), name="dup")
+        e = expect(ValueError, "Duplicate tensor name 'allreduce.dup'",
+                   lambda: hvd.allreduce_async(torch.ones(2), name="dup"))
+        assert "rank 0" in str(e), e
+    hvd.broadcast(torch.ones(1), 0, name="go")
+    if r == 0:
+        hvd.synchronize(h)
+    else:
+        hvd.allreduce(torch.ones(2), name="dup")
+
+
+def check_scalar_where_a_tensor_is_needed():
+    # Upstream reports these after negotiation as HorovodInternalError; they
+    # are found here before anything is sent, and are ValueErrors too.
+    for fn, what in ((hvd.allgather, "allgather"), (hvd.alltoall, "alltoall")):
+        e = expect(hvd.HorovodInternalError, "at least one dimension",
+                   lambda: fn(torch.tensor(1.0), name="scalar"))
+        assert isinstance(e, ValueError), type(e)
+        assert "rank %d" % r in str(e) and "'%s.scalar'" % what in str(e), e
+    works()
+
+
+def check_alltoall_splits_must_be_integers():
+    expect(ValueError, "splits must be a tensor of integers",
+           lambda: hvd.alltoall(torch.ones(n), splits=torch.ones(n)))
+    expect(ValueError, "splits must be integers",
+           lambda: hvd.alltoall(torch.ones(n), splits=[1.0] * n))
+    e = expect(ValueError, "splits sum to",
+               lambda: hvd.alltoall(torch.ones(5), splits=[1] * n))
+    assert isinstance(e, hvd.HorovodInternalError)
+    works()
+
+
+def check_bad_local_input_raises_value_error_naming_rank():
+    e = expect(ValueError, "root rank %d is out of range" % n,
+               lambda: hvd.broadcast(torch.ones(2), n))
+    assert "rank %d" % r in str(e), e
+    e = expect(ValueError, "dtype",
+               lambda: hvd.allreduce(torch.ones(2, dtype=torch.complex64)))
+    assert "rank %d" % r in str(e), e
+    expect(ValueError, "bool", lambda: hvd.allreduce(torch.ones(2, dtype=torch.bool)))
+    expect(ValueError, "supersedes average",
+           lambda: hvd.allreduce(torch.ones(2), average=True, op=hvd.Sum))
+    expect(ValueError, "not registered",
+           lambda: hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0])))
+    works()
+
+
+def check_unsupported_op_refused():
+    expect(ValueError, "Adasum",
+           lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum))
+    expect(ValueError, "Adasum",
+           lambda: hvd.DistributedOptimizer(
+               torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=1),
+               op=hvd.Adasum))
+    works()
+
+
+def check_unknown_handle_synchronizes_to_none():
+    assert hvd.synchronize(12345678) is None
+    expect(ValueError, "unknown or already synchronized handle",
+           lambda: hvd.poll(12345678))
+
+
+def check_version_is_upstream_api_level():
+    major, minor = (int(x) for x in horovod.__version__.split(".")[:2])
+    assert (major, minor) >= (0, 28), horovod.__version__
+
+
+def check_init_after_shutdown():
+    hvd.shutdown()
+    assert not hvd.is_initialized()
+    expect(ValueError, "has not been initialized", lambda: hvd.rank())
+    expect(ValueError, "has not been initialized",
+           lambda: hvd.allreduce(torch.ones(1)))
+    hvd.init()
+    works()

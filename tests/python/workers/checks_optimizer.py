@@ -1,0 +1,244 @@
+"""DistributedOptimizer and the optimizer helpers (run by checks.py, one
+pytest case per check). Equivalence: N ranks x batch B give the same
+parameters as 1 process x batch N*B."""
+
+import warnings
+
+import torch
+
+import horovod.torch as hvd
+
+hvd.init()
+r, n = hvd.rank(), hvd.size()
+ps01 = hvd.add_process_set([0, 1])
+torch.manual_seed(0)
+B, D = 4, 6
+X = torch.randn(10, n * B, D, dtype=torch.float64)
+Y = torch.randn(10, n * B, 1, dtype=torch.float64)
+
+
+def model():
+    torch.manual_seed(1)
+    return torch.nn.Sequential(torch.nn.Linear(D, 8), torch.nn.Tanh(),
+                               torch.nn.Linear(8, 1)).double()
+
+
+def params(m):
+    return torch.cat([p.detach().flatten() for p in m.parameters()])
+
+
+def train(make_opt, distributed, passes=1, **kwargs):
+    m = model()
+    if distributed:
+        # Start from different weights on purpose: broadcast must fix it.
+        with torch.no_grad():
+            for p in m.parameters():
+                p.add_(r)
+    opt = make_opt(m.parameters())
+    if distributed:
+        opt = hvd.DistributedOptimizer(opt, named_parameters=m.named_parameters(),
+                                       backward_passes_per_step=passes, **kwargs)
+        hvd.broadcast_parameters(m.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+    for step in range(10):
+        opt.zero_grad()
+        if distributed:
+            xs, ys = X[step, r * B:(r + 1) * B], Y[step, r * B:(r + 1) * B]
+        else:
+            xs, ys = X[step], Y[step]
+        chunks = list(zip(xs.chunk(passes), ys.chunk(passes)))
+        for cx, cy in chunks:
+            # Mean over the global batch: local mean / passes, averaged over
+            # ranks by the optimizer.
+            loss = torch.nn.functional.mse_loss(m(cx), cy) / len(chunks)
+            loss.backward()
+        opt.step()
+    return params(m)
+
+
+def _equivalent(make, passes=1, tol=1e-5, **kwargs):
+    ref = train(make, False, passes)
+    got = train(make, True, passes, **kwargs)
+    err = (ref - got).abs().max().item()
+    assert err < tol, "differs from single-process training by %g" % err
+
+
+def sgd(ps):
+    return torch.optim.SGD(ps, lr=0.1, momentum=0.9)
+
+
+def adam(ps):
+    return torch.optim.Adam(ps, lr=0.01)
+
+
+def check_sgd_momentum_matches_single_process():
+    _equivalent(sgd)
+
+
+def check_adam_matches_single_process():
+    _equivalent(adam)
+
+
+def check_backward_passes_per_step_accumulates_locally():
+    _equivalent(sgd, passes=2)
+    _equivalent(adam, passes=2)
+
+
+def check_groups_match_single_process():
+    _equivalent(sgd, groups=2)
+    m = model()
+    _equivalent(sgd, groups=[list(m.parameters())[:2]])  # foreign params: ignored
+
+
+def check_gradient_predivide_factor_matches_single_process():
+    _equivalent(sgd, gradient_predivide_factor=2.0)
+
+
+def check_fp16_compression_close_to_single_process():
+    _equivalent(sgd, tol=1e-2, compression=hvd.Compression.fp16)
+
+
+def check_zero_grad_between_backward_and_step_is_refused():
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters())
+    m(X[0, :B]).sum().backward()
+    try:
+        opt.zero_grad()
+        raise RuntimeError("zero_grad should refuse while allreduces are pending")
+    except AssertionError as e:
+        assert "zero_grad() was called after loss.backward()" in str(e), e
+    opt.step()
+    opt.zero_grad()
+
+
+def check_synchronize_then_skip_synchronize_averages_once():
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters())
+    hvd.broadcast_parameters(m.state_dict(), root_rank=0)
+    before = params(m)
+    (m(X[0, r * B:(r + 1) * B]).sum() * (r + 1)).backward()
+    local = [p.grad.clone() for p in m.parameters()]
+    opt.synchronize()
+    # Every rank now holds the average of the ranks' gradients.
+    for p, g in zip(m.parameters(), local):
+        avg = hvd.allreduce(g, op=hvd.Average)
+        assert torch.allclose(p.grad, avg), (p.grad, avg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "step() after synchronize()" warning
+        with opt.skip_synchronize():
+            opt.step()
+    grads = torch.cat([p.grad.flatten() for p in m.parameters()])
+    close_all(params(m), before - 0.1 * grads)
+    # Without skip_synchronize the misuse is pointed out.
+    (m(X[0, r * B:(r + 1) * B]).sum()).backward()
+    opt.synchronize()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        opt.step()
+    assert any("skip_synchronize" in str(x.message) for x in w), w
+
+
+def close_all(a, b, tol=1e-9):
+    assert torch.allclose(a, b, atol=tol), (a - b).abs().max()
+
+
+def check_sparse_embedding_trains_with_sparse_adam():
+    def make(distributed):
+        torch.manual_seed(3)
+        emb = torch.nn.Embedding(10, 3, sparse=True).double()
+        opt = torch.optim.SparseAdam(emb.parameters(), lr=0.1)
+        if distributed:
+            opt = hvd.DistributedOptimizer(opt, named_parameters=emb.named_parameters())
+        return emb, opt
+    ids = torch.tensor([[k, 5, (k + 2) % 10] for k in range(n)])
+    emb, opt = make(True)
+    ref, ref_opt = make(False)
+    for _ in range(3):
+        opt.zero_grad()
+        emb(ids[r]).sum().backward()
+        opt.step()
+        assert emb.weight.grad.is_sparse, "the gradient arrived dense"
+        ref_opt.zero_grad()
+        (ref(ids).sum() / n).backward()  # the average of the ranks' losses
+        ref_opt.step()
+    close_all(emb.weight.detach(), ref.weight.detach(), tol=1e-6)
+
+
+def check_sparse_as_dense():
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(emb.parameters(), lr=0.1),
+                                   named_parameters=emb.named_parameters(),
+                                   sparse_as_dense=True)
+    emb(torch.tensor([r])).sum().backward()
+    opt.step()
+    assert not emb.weight.grad.is_sparse
+    want = torch.zeros(10, 3)
+    want[:n] = 1.0 / n
+    close_all(emb.weight.grad, want)
+
+
+class NoGrad(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.tensor([1, 3]).int(), requires_grad=False)
+        self.b = torch.nn.Parameter(torch.rand(4) + r)
+
+
+def check_broadcast_optimizer_state_with_a_parameter_without_gradient():
+    m = NoGrad()
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(m.parameters(), lr=0.001, momentum=0.9, nesterov=True),
+        named_parameters=m.named_parameters())
+    hvd.broadcast_parameters(m.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert opt.param_groups[0]["params"][0].grad is None
+    grad = opt.param_groups[0]["params"][1].grad
+    assert grad is not None
+    assert torch.equal(hvd.broadcast(grad, root_rank=0), grad)
+
+
+def check_broadcast_optimizer_state_copies_root_state_and_options():
+    m = model()
+    opt = torch.optim.Adam(m.parameters(), lr=0.01 * (r + 1))
+    m(X[0, :B]).sum().backward()
+    opt.step()
+    if r != 0:
+        opt.state.clear()  # also a rank with no state takes root's
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert opt.param_groups[0]["lr"] == 0.01
+    for p in m.parameters():
+        st = opt.state[p]
+        assert torch.equal(hvd.broadcast(st["exp_avg"], 0), st["exp_avg"])
+
+
+def check_broadcast_optimizer_state_refuses_lbfgs():
+    m = model()
+    try:
+        hvd.broadcast_optimizer_state(torch.optim.LBFGS(m.parameters()), 0)
+        raise RuntimeError("LBFGS state was broadcast")
+    except ValueError as e:
+        assert "LBFGS" in str(e)
+
+
+def check_process_set_optimizer_averages_within_the_set_only():
+    m = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        m.weight.fill_(1.0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1.0),
+                                   named_parameters=m.named_parameters(),
+                                   process_set=ps01)
+    (m(torch.ones(1, 2)) * (r + 1)).sum().backward()
+    opt.step()  # a non-member steps locally and waits for nobody
+    grad = 1.5 if r in (0, 1) else float(r + 1)
+    close_all(m.weight.detach(), torch.full((1, 2), 1.0 - grad))
+
+
+def check_unnamed_parameters_get_upstream_names():
+    m = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1))
+    names = sorted(opt._parameter_names.values())
+    assert names[0] == "allreduce.noname.0.0", names
+    m(X[0, :B]).sum().backward()
+    opt.step()
