@@ -1,6 +1,7 @@
 #include "coordination/coordinator.h"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 namespace horovod {
@@ -32,7 +33,10 @@ const Request& Coordinator::First(const Pending& p) {
 
 Coordinator::Coordinator(const CoordinatorConfig& config,
                          const ResponseCache* cache)
-    : config_(config), cache_(cache), joined_(config.size, false) {
+    : config_(config),
+      cache_(cache),
+      joined_(config.size, false),
+      waiting_(config.size) {
   std::vector<int> all(config.size);
   for (int i = 0; i < config.size; ++i) all[i] = i;
   process_sets_[0] = all;
@@ -59,7 +63,153 @@ void Coordinator::AddRequestList(int rank, const RequestList& list,
     AddRequest(cache_->ToRequest(slot, rank), now);
   }
   if (list.shutdown) shutdown_ranks_.insert(rank);
+  if (list.waiting_update) waiting_[rank] = list.waiting;
   RefreshCompleteness(now);
+  FindDeadlock();
+}
+
+bool Coordinator::WaitsFor(int r, const std::string& key,
+                           std::vector<int>* missing) const {
+  missing->clear();
+  if (key == TensorKey(0, kJoinTensorName)) {
+    // Join ends when every rank has joined.
+    if (!joined_[r] || join_ready_) return false;
+    for (int m = 0; m < config_.size; ++m)
+      if (!joined_[m]) missing->push_back(m);
+    return !missing->empty();
+  }
+  auto it = table_.find(key);
+  if (it == table_.end()) return false;
+  const Pending& p = it->second;
+  if (p.complete || !p.have[r]) return false;
+  const Request& any = First(p);
+  const std::vector<int>* members = Members(any.process_set);
+  if (members == nullptr) return false;
+  const bool joined_counts = any.op <= static_cast<uint8_t>(OpType::kBarrier);
+  for (int m : *members)
+    if (!p.have[m] && !(joined_counts && joined_[m])) missing->push_back(m);
+  return !missing->empty();
+}
+
+// A rank is stuck when every operation its threads wait on waits for some
+// stuck rank: the greatest set closed under that rule is found by starting
+// from every waiting rank and dropping ranks with a way out until none is
+// left to drop. Ranks that still compute, or wait on something that can
+// complete, are never in it; so a slow rank is never mistaken for a
+// deadlocked one.
+void Coordinator::FindDeadlock() {
+  const int n = config_.size;
+  std::vector<bool> stuck(n, false);
+  std::vector<int> missing;
+  int candidates = 0;
+  for (int r = 0; r < n; ++r) {
+    if (waiting_[r].empty()) continue;
+    bool all = true;
+    for (const std::string& key : waiting_[r])
+      all = all && WaitsFor(r, key, &missing);
+    stuck[r] = all;
+    candidates += all ? 1 : 0;
+  }
+  if (candidates < 2) return;  // one rank cannot deadlock alone
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int r = 0; r < n; ++r) {
+      if (!stuck[r]) continue;
+      for (const std::string& key : waiting_[r]) {
+        WaitsFor(r, key, &missing);
+        bool blocked = std::any_of(missing.begin(), missing.end(),
+                                   [&](int m) { return stuck[m]; });
+        if (!blocked) {
+          stuck[r] = false;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  std::vector<int> ranks;
+  for (int r = 0; r < n; ++r)
+    if (stuck[r]) ranks.push_back(r);
+  if (ranks.empty()) return;
+  std::string what;
+  for (int r : ranks) {
+    what += (what.empty() ? "" : "; ") + DescribeWait(r);
+    for (const std::string& key : waiting_[r])
+      if (std::find(deadlocked_.begin(), deadlocked_.end(), key) ==
+          deadlocked_.end())
+        deadlocked_.push_back(key);
+  }
+  deadlock_message_ =
+      "Ranks " + RankList(ranks) +
+      " are blocked in operations that can never match: " + what +
+      ". Failing them on every rank.";
+}
+
+std::string Coordinator::DescribeWait(int r) const {
+  std::string out = "rank " + std::to_string(r) + " waits in ";
+  bool first = true;
+  for (const std::string& key : waiting_[r]) {
+    if (!first) out += " and ";
+    first = false;
+    if (key == TensorKey(0, kJoinTensorName)) {
+      out += "join";
+      continue;
+    }
+    auto it = table_.find(key);
+    if (it == table_.end()) continue;
+    const Request& q = First(it->second);
+    out += OpName(q.op);
+    if (q.op == static_cast<uint8_t>(ControlOp::kAddProcessSet)) {
+      out += " of ranks " + ShapeString(q.shape);
+    } else if (q.op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet)) {
+      out += " of process set " + std::to_string(q.root);
+    } else {
+      if (q.op != static_cast<uint8_t>(OpType::kBarrier))
+        out += " '" + q.name + "'";
+      if (q.process_set != 0)
+        out += " on process set " + std::to_string(q.process_set);
+    }
+  }
+  return out;
+}
+
+void Coordinator::FailDeadlocked(ResponseList* list) {
+  std::vector<std::string> keys;
+  keys.swap(deadlocked_);
+  // A group fails whole: its other members would wait for it forever.
+  std::set<std::string> groups;
+  for (const std::string& key : keys) {
+    auto it = table_.find(key);
+    if (it == table_.end()) continue;
+    const Request& q = First(it->second);
+    if (q.group_size > 0)
+      groups.insert(std::to_string(q.process_set) + ":" + q.group);
+  }
+  for (const auto& kv : table_) {
+    const Request& q = First(kv.second);
+    if (q.group_size > 0 &&
+        groups.count(std::to_string(q.process_set) + ":" + q.group) &&
+        std::find(keys.begin(), keys.end(), kv.first) == keys.end())
+      keys.push_back(kv.first);
+  }
+  for (const std::string& key : keys) {
+    Response err;
+    if (key == TensorKey(0, kJoinTensorName)) {
+      err.op = static_cast<uint8_t>(OpType::kJoin);
+      err.names = {kJoinTensorName};
+      err.shapes = {{}};
+      std::fill(joined_.begin(), joined_.end(), false);
+    } else {
+      auto it = table_.find(key);
+      if (it == table_.end()) continue;
+      err = ResponseFor(First(it->second));
+      table_.erase(it);
+    }
+    err.error = true;
+    err.error_message = deadlock_message_;
+    list->responses.push_back(std::move(err));
+  }
+  for (auto& w : waiting_) w.clear();  // until the ranks report anew
 }
 
 void Coordinator::AddRequest(Request r, Clock::time_point now) {
@@ -114,7 +264,7 @@ void Coordinator::RefreshCompleteness(Clock::time_point now) {
 }
 
 bool Coordinator::ShouldEmit(Clock::time_point now) const {
-  if (join_ready_ || !stale_.empty()) return true;
+  if (join_ready_ || !stale_.empty() || !deadlocked_.empty()) return true;
   // One rank shutting down ends the job for all (as upstream): waiting for
   // the rest could hang them on collectives that rank will never join.
   if (!shutdown_ranks_.empty()) return true;
@@ -325,6 +475,7 @@ void Coordinator::Fuse(std::vector<Response>* responses) const {
 ResponseList Coordinator::TakeResponses(Clock::time_point now) {
   ResponseList list;
   list.stale_hits.swap(stale_);
+  if (!deadlocked_.empty()) FailDeadlocked(&list);
   // Ready entries in submission order; a group goes out only when complete.
   std::vector<std::pair<uint64_t, Table::iterator>> ready;
   std::map<std::string, int> group_ready;

@@ -2,7 +2,10 @@
 // lists, decides which tensors are ready on every member of their process
 // set, checks that the members agree (shape, dtype, op, root, scales,
 // device), fuses ready allreduces, handles join, barrier, process-set
-// changes and shutdown, and watches for stalls.
+// changes and shutdown, and watches for stalls. It also fails, at once and
+// on every rank, operations that can never complete because the ranks they
+// wait for are blocked in other operations (a deadlock: rank 0 in a
+// barrier while rank 1 waits in an allgather).
 //
 // Pure: no sockets and no threads. Time comes in as an argument, so tests
 // drive it with a fake clock. Used by one thread.
@@ -52,6 +55,9 @@ class Coordinator {
 
   const std::vector<int>* Members(int process_set) const;
   size_t pending() const { return table_.size(); }
+  // Keys of the operations found deadlocked, to be failed by the next
+  // TakeResponses (for tests).
+  const std::vector<std::string>& deadlocked() const { return deadlocked_; }
 
  private:
   struct Pending {
@@ -73,6 +79,15 @@ class Coordinator {
   Response Validate(const Pending& p);
   void Fuse(std::vector<Response>* responses) const;
 
+  // What rank `r` waiting on `key` waits for: the members that have not
+  // submitted it; false when the wait can still end without new
+  // submissions (unknown or decided operation, or one `r` never submitted:
+  // a report older than its end).
+  bool WaitsFor(int r, const std::string& key, std::vector<int>* missing) const;
+  void FindDeadlock();
+  std::string DescribeWait(int r) const;
+  void FailDeadlocked(ResponseList* list);
+
   using Table = std::map<std::string, Pending>;
   CoordinatorConfig config_;
   const ResponseCache* cache_;
@@ -85,6 +100,9 @@ class Coordinator {
   bool join_ready_ = false;
   std::set<int> shutdown_ranks_;
   std::vector<std::pair<int32_t, uint32_t>> stale_;
+  std::vector<std::vector<std::string>> waiting_;  // per rank: blocked on
+  std::vector<std::string> deadlocked_;
+  std::string deadlock_message_;
 };
 
 }  // namespace horovod

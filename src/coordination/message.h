@@ -58,6 +58,12 @@ struct RequestList {
   std::vector<Request> requests;
   std::vector<uint32_t> cache_hits;  // response-cache slots, in enqueue order
   std::string abort_reason;          // non-empty: the sender hit a fatal error
+  // Set when the operations the sender's threads are blocked waiting on
+  // changed since its last list; `waiting` then holds their keys (empty:
+  // nothing waits). Rank 0 uses it to tell ranks that can never meet
+  // (a deadlock) from ranks that are merely slow.
+  bool waiting_update = false;
+  std::vector<std::string> waiting;
 };
 
 struct Response {

@@ -7,7 +7,9 @@ namespace {
 
 constexpr uint32_t kRequestMagic = 0x51525648;   // "HVRQ"
 constexpr uint32_t kResponseMagic = 0x53525648;  // "HVRS"
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
+// Threads of one rank blocked at once; more is not a real job.
+constexpr uint32_t kMaxWaiting = 4096;
 constexpr uint32_t kMaxDims = 64;
 constexpr uint32_t kMaxName = 4096;
 
@@ -114,6 +116,9 @@ std::string EncodeRequestList(const RequestList& list) {
   w.Put<uint32_t>(static_cast<uint32_t>(list.cache_hits.size()));
   for (uint32_t s : list.cache_hits) w.Put<uint32_t>(s);
   w.Str(list.abort_reason);
+  w.Put<uint8_t>(list.waiting_update ? 1 : 0);
+  w.Put<uint32_t>(static_cast<uint32_t>(list.waiting.size()));
+  for (const std::string& key : list.waiting) w.Str(key);
   return w.Take();
 }
 
@@ -161,6 +166,12 @@ Status DecodeRequestList(const std::string& bytes, int job_size,
   out->cache_hits.resize(n);
   for (auto& s : out->cache_hits) r.Get(&s);
   r.Str(&out->abort_reason, 1u << 16);
+  uint8_t waiting_update = 0;
+  r.Get(&waiting_update);
+  out->waiting_update = waiting_update != 0;
+  if (!r.Count(&n, 4, kMaxWaiting)) return Malformed("request");
+  out->waiting.resize(n);
+  for (std::string& key : out->waiting) r.Str(&key, kMaxName + 16);
   if (!r.done()) return Malformed("request");
   return Status::OK();
 }

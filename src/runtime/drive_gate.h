@@ -5,8 +5,11 @@
 // machine cost more than the collective; and oversubscribed ranks keep one
 // runnable thread each instead of two.
 //
+// It also tells the engine which operations threads are blocked waiting on
+// (Waiting), so rank 0 can tell ranks that can never meet from slow ones.
+//
 // Shared (shared_ptr) by the engine and every handle it issued, so a handle
-// may outlive its engine: Close() cuts the link and waits for the drivers
+// may outlive its engine: Close() cuts the link and waits for the callers
 // still inside. Thread-safe.
 #ifndef HOROVOD_RUNTIME_DRIVE_GATE_H_
 #define HOROVOD_RUNTIME_DRIVE_GATE_H_
@@ -25,26 +28,29 @@ class DriveGate {
   using TimePoint = std::chrono::steady_clock::time_point;
   // Runs the loop until `h` is done, `until` passes or the loop has ended.
   using DriveFn = std::function<void(HandleState& h, TimePoint until)>;
+  // A thread begins (true) or ends (false) waiting on `h`.
+  using WaitFn = std::function<void(const HandleState& h, bool begin)>;
 
-  explicit DriveGate(DriveFn fn) : fn_(std::move(fn)) {}
+  // An empty `drive` leaves the loop to the engine's thread (waiters sleep).
+  DriveGate(DriveFn drive, WaitFn on_wait)
+      : fn_(std::move(drive)), on_wait_(std::move(on_wait)) {}
 
-  // False, without running anything, once closed.
+  // False, without running anything, once closed or when waiters do not
+  // drive.
   bool Drive(HandleState& h, TimePoint until) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (closed_) return false;
-      ++inside_;
-    }
+    if (!fn_ || !Enter()) return false;
     fn_(h, until);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      --inside_;
-    }
-    cv_.notify_all();
+    Leave();
     return true;
   }
 
-  // After this returns no DriveFn runs, now or later.
+  void Waiting(const HandleState& h, bool begin) {
+    if (!on_wait_ || !Enter()) return;
+    on_wait_(h, begin);
+    Leave();
+  }
+
+  // After this returns no DriveFn or WaitFn runs, now or later.
   void Close() {
     std::unique_lock<std::mutex> lock(mu_);
     closed_ = true;
@@ -52,11 +58,26 @@ class DriveGate {
   }
 
  private:
+  bool Enter() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return false;
+    ++inside_;
+    return true;
+  }
+  void Leave() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --inside_;
+    }
+    cv_.notify_all();
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
   bool closed_ = false;
   int inside_ = 0;
   DriveFn fn_;
+  WaitFn on_wait_;
 };
 
 }  // namespace horovod

@@ -21,6 +21,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -121,11 +123,14 @@ class EngineImpl {
     executor_ = std::make_unique<Executor>(transport_.get(), shm_.get(),
                                            make_shm_, &queue_, &sets_, knobs_,
                                            &timeline_, std::move(mesh.hosts));
+    DriveGate::DriveFn drive;
     if (knobs_.caller_drives)
-      gate_ = std::make_shared<DriveGate>(
-          [this](HandleState& h, DriveGate::TimePoint until) {
-            DriveUntil(h, until);
-          });
+      drive = [this](HandleState& h, DriveGate::TimePoint until) {
+        DriveUntil(h, until);
+      };
+    gate_ = std::make_shared<DriveGate>(
+        std::move(drive),
+        [this](const HandleState& h, bool begin) { OnWait(h, begin); });
     thread_ = std::thread([this] { Loop(); });
     return Status::OK();
   }
@@ -184,6 +189,7 @@ class EngineImpl {
       e.handle = std::make_shared<HandleState>();
       e.handle->gate = gate_;
       e.handle->dtype = tensors[i].dtype;
+      e.handle->key = r.Key();
       handles->emplace_back(e.handle);
       entries.push_back(std::move(e));
     }
@@ -203,6 +209,7 @@ class EngineImpl {
     e.request.dtype = DataType::kUInt8;
     e.handle = std::make_shared<HandleState>();
     e.handle->gate = gate_;
+    e.handle->key = e.request.Key();
     *handle = Handle(e.handle);
     std::vector<TensorEntry> v;
     v.push_back(std::move(e));
@@ -555,11 +562,46 @@ class EngineImpl {
       list.shutdown = true;
       shutdown_sent_ = true;
     }
+    TakeWaiting(&list);
     return list;
   }
 
   static bool Empty(const RequestList& l) {
-    return l.requests.empty() && l.cache_hits.empty() && !l.shutdown;
+    return l.requests.empty() && l.cache_hits.empty() && !l.shutdown &&
+           !l.waiting_update;
+  }
+
+  // A thread of this rank begins or ends waiting on an operation.
+  void OnWait(const HandleState& h, bool begin) {
+    {
+      std::lock_guard<std::mutex> lock(waiting_mu_);
+      if (begin) {
+        waiting_.insert(h.key);
+      } else {
+        auto it = waiting_.find(h.key);
+        if (it != waiting_.end()) waiting_.erase(it);
+      }
+      waiting_dirty_ = true;
+    }
+    // A new wait may complete a deadlock: tell rank 0 now. An ended one
+    // travels with this rank's next list (it cannot matter before: rank 0
+    // only counts a wait on an operation the waiting rank has submitted).
+    if (begin) queue_.Wake();
+  }
+
+  // Adds what this rank's threads wait on when it changed and is worth a
+  // frame: a wait that began, or any change riding on other news.
+  void TakeWaiting(RequestList* list) {
+    std::lock_guard<std::mutex> lock(waiting_mu_);
+    if (!waiting_dirty_) return;
+    const bool news =
+        !list->requests.empty() || !list->cache_hits.empty() || list->shutdown;
+    if (!news && waiting_.empty()) return;
+    list->waiting_update = true;
+    for (auto it = waiting_.begin(); it != waiting_.end();
+         it = waiting_.upper_bound(*it))
+      list->waiting.push_back(*it);
+    waiting_dirty_ = false;
   }
 
   // Rank 0's step; *finished once the job shut down.
@@ -801,7 +843,10 @@ class EngineImpl {
   int64_t tuned_small_allreduce_bytes_ = -1;  // for the next response list
   std::unique_ptr<Executor> executor_;
   std::thread thread_;
-  std::shared_ptr<DriveGate> gate_;         // null: only the loop thread drives
+  std::shared_ptr<DriveGate> gate_;
+  std::mutex waiting_mu_;
+  std::multiset<std::string> waiting_;      // keys threads are blocked on
+  bool waiting_dirty_ = false;              // changed since last reported
   std::mutex drive_mu_;                     // held by whoever runs steps
   std::atomic<int> callers_{0};             // waiters driving or about to
   std::atomic<int64_t> last_drive_end_{0};  // steady clock ticks

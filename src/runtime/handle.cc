@@ -19,6 +19,21 @@ Buffer::~Buffer() { free(data_); }
 
 bool Handle::Poll() const { return state_->Done(); }
 
+namespace {
+
+Status Sleep(HandleState& h, std::chrono::steady_clock::time_point until,
+             bool forever) {
+  std::unique_lock<std::mutex> lock(h.mu);
+  if (forever) {
+    h.cv.wait(lock, [&] { return h.done; });
+  } else if (!h.cv.wait_until(lock, until, [&] { return h.done; })) {
+    return Status::Timeout("operation still in progress");
+  }
+  return h.status;
+}
+
+}  // namespace
+
 Status Handle::Wait(double timeout_s) const {
   using SteadyClock = std::chrono::steady_clock;
   const auto until =
@@ -26,15 +41,16 @@ Status Handle::Wait(double timeout_s) const {
                     : SteadyClock::now() +
                           std::chrono::duration_cast<SteadyClock::duration>(
                               std::chrono::duration<double>(timeout_s));
-  if (state_->gate != nullptr && !Poll()) state_->gate->Drive(*state_, until);
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (timeout_s < 0) {
-    state_->cv.wait(lock, [&] { return state_->done; });
-  } else if (!state_->cv.wait_until(lock, until,
-                                    [&] { return state_->done; })) {
-    return Status::Timeout("operation still in progress");
-  }
-  return state_->status;
+  if (state_->gate == nullptr || Poll())
+    return Sleep(*state_, until, timeout_s < 0);
+  // The engine reports what this rank's threads are blocked on to rank 0,
+  // from the start of the wait until its end, however it ends.
+  DriveGate& gate = *state_->gate;
+  gate.Waiting(*state_, true);
+  gate.Drive(*state_, until);
+  Status st = Sleep(*state_, until, timeout_s < 0);
+  gate.Waiting(*state_, false);
+  return st;
 }
 
 const Status& Handle::status() const { return state_->status; }

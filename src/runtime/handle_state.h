@@ -27,7 +27,9 @@ struct HandleState {
   // The element type of the tensor this handle was enqueued with (outputs
   // have it too), so adapters need not remember it.
   DataType dtype = DataType::kUInt8;
-  // Set at enqueue when waiters may drive the engine's loop themselves.
+  // The operation's key (process set and name), reported while waited on.
+  std::string key;
+  // Set at enqueue: the way back to the engine for waiting threads.
   std::shared_ptr<DriveGate> gate;
 
   bool Done() const {

@@ -22,6 +22,39 @@ RequestList List(std::vector<Request> rs) {
   return l;
 }
 
+Request Control(int rank, uint8_t op, const std::string& name,
+                std::vector<int64_t> shape = {}, int root = 0,
+                int process_set = 0) {
+  Request r;
+  r.rank = rank;
+  r.op = op;
+  r.name = name;
+  r.dtype = DataType::kUInt8;
+  r.shape = std::move(shape);
+  r.root = root;
+  r.process_set = process_set;
+  return r;
+}
+
+Request Barrier(int rank, int process_set = 0) {
+  return Control(rank, static_cast<uint8_t>(OpType::kBarrier), "__barrier__",
+                 {}, 0, process_set);
+}
+
+Request AddSet(int rank, std::vector<int64_t> ranks) {
+  return Control(rank, static_cast<uint8_t>(ControlOp::kAddProcessSet),
+                 "__add_process_set__", std::move(ranks));
+}
+
+// `r` submits `q` and blocks waiting on it (as a synchronous call does).
+RequestList Blocked(Request q) {
+  RequestList l;
+  l.waiting_update = true;
+  l.waiting = {q.Key()};
+  l.requests = {std::move(q)};
+  return l;
+}
+
 class CoordinatorTest : public ::testing::Test {
  protected:
   CoordinatorConfig Config(int size) {
@@ -177,6 +210,115 @@ TEST_F(CoordinatorTest, CacheHitsAndStaleHits) {
   out = c.TakeResponses(At(0));
   ASSERT_EQ(out.stale_hits.size(), 1u);
   EXPECT_EQ(out.stale_hits[0], std::make_pair(1, static_cast<uint32_t>(slot)));
+}
+
+TEST_F(CoordinatorTest, DifferentControlOpsFailAtOnceNamingBoth) {
+  Coordinator c(Config(2), nullptr);
+  c.AddRequestList(0, Blocked(Barrier(0)), At(0));
+  EXPECT_FALSE(c.ShouldEmit(At(0)));  // rank 1 may still come
+  c.AddRequestList(1, Blocked(AddSet(1, {1})), At(0.001));
+  ASSERT_TRUE(c.ShouldEmit(At(0.001)));
+  ResponseList out = c.TakeResponses(At(0.001));
+  ASSERT_EQ(out.responses.size(), 2u);
+  for (const Response& r : out.responses) {
+    EXPECT_TRUE(r.error);
+    EXPECT_NE(r.error_message.find("rank 0 waits in barrier"),
+              std::string::npos)
+        << r.error_message;
+    EXPECT_NE(r.error_message.find("rank 1 waits in add_process_set of "
+                                   "ranks [1]"),
+              std::string::npos)
+        << r.error_message;
+  }
+  EXPECT_EQ(c.pending(), 0u);
+  // The job goes on: the same barrier on both ranks completes.
+  c.AddRequestList(0, Blocked(Barrier(0)), At(0.01));
+  c.AddRequestList(1, Blocked(Barrier(1)), At(0.01));
+  out = c.TakeResponses(At(0.01));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_FALSE(out.responses[0].error);
+}
+
+TEST_F(CoordinatorTest, ControlOpAgainstTensorOpFailsWhenBothBlock) {
+  Coordinator c(Config(2), nullptr);
+  Request g = Ar(0, "allgather.x", {2});
+  g.op = static_cast<uint8_t>(OpType::kAllgather);
+  c.AddRequestList(0, Blocked(g), At(0));
+  c.AddRequestList(1, Blocked(Barrier(1)), At(0));
+  ASSERT_EQ(c.deadlocked().size(), 2u);
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 2u);
+  EXPECT_NE(out.responses[0].error_message.find(
+                "rank 0 waits in allgather 'allgather.x'"),
+            std::string::npos)
+      << out.responses[0].error_message;
+}
+
+TEST_F(CoordinatorTest, AsyncSubmissionIsNotADeadlock) {
+  // Rank 1 submitted the allreduce without waiting on it and computes on;
+  // it will reach the barrier rank 0 waits in. Nothing fails.
+  Coordinator c(Config(2), nullptr);
+  c.AddRequestList(1, List({Ar(1, "a", {2})}), At(0));
+  c.AddRequestList(0, Blocked(Barrier(0)), At(0));
+  EXPECT_TRUE(c.deadlocked().empty());
+  EXPECT_FALSE(c.ShouldEmit(At(0.5)));
+  c.AddRequestList(1, Blocked(Barrier(1)), At(1));
+  ResponseList out = c.TakeResponses(At(1));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_FALSE(out.responses[0].error);  // the barrier
+}
+
+TEST_F(CoordinatorTest, WaitOnADecidedOperationIsNotCounted) {
+  // Rank 1's report that it waits on "a" arrives after "a" was decided (and
+  // a new "a" from rank 0 alone is pending): rank 1 never submitted that
+  // one, so its report is old news, not a deadlock.
+  Coordinator c(Config(2), nullptr);
+  RequestList stale;
+  stale.waiting_update = true;
+  stale.waiting = {Ar(1, "a", {2}).Key()};
+  c.AddRequestList(1, stale, At(0));
+  c.AddRequestList(0, Blocked(Ar(0, "a", {2})), At(0));
+  c.AddRequestList(0, Blocked(Barrier(0)), At(0));
+  EXPECT_TRUE(c.deadlocked().empty());
+}
+
+TEST_F(CoordinatorTest, ASlowThirdRankIsNotADeadlock) {
+  // Rank 0 waits in the global barrier for rank 1, which waits in a barrier
+  // of {1, 2} for rank 2, which still computes: it will arrive.
+  Coordinator c(Config(3), nullptr);
+  c.AddRequestList(0, Blocked(AddSet(0, {1, 2})), At(0));
+  c.AddRequestList(1, Blocked(AddSet(1, {1, 2})), At(0));
+  c.AddRequestList(2, Blocked(AddSet(2, {1, 2})), At(0));
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 1u);
+  const int set = static_cast<int>(out.responses[0].sizes[0]);
+  c.AddRequestList(0, Blocked(Barrier(0)), At(1));
+  c.AddRequestList(1, Blocked(Barrier(1, set)), At(1));
+  EXPECT_TRUE(c.deadlocked().empty());
+  c.AddRequestList(2, Blocked(Barrier(2, set)), At(2));
+  EXPECT_TRUE(c.deadlocked().empty());
+  out = c.TakeResponses(At(2));
+  ASSERT_EQ(out.responses.size(), 1u);  // the set's barrier
+  EXPECT_FALSE(out.responses[0].error);
+}
+
+TEST_F(CoordinatorTest, JoinAgainstAddProcessSetFails) {
+  Coordinator c(Config(2), nullptr);
+  c.AddRequestList(
+      0,
+      Blocked(Control(0, static_cast<uint8_t>(OpType::kJoin), kJoinTensorName)),
+      At(0));
+  c.AddRequestList(1, Blocked(AddSet(1, {0})), At(0));
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 2u);
+  bool join_failed = false;
+  for (const Response& r : out.responses) {
+    EXPECT_TRUE(r.error);
+    join_failed |= r.op == static_cast<uint8_t>(OpType::kJoin);
+  }
+  EXPECT_TRUE(join_failed);
+  EXPECT_NE(out.responses[0].error_message.find("rank 0 waits in join"),
+            std::string::npos);
 }
 
 TEST(ResponseCache, EvictsLeastRecentlyUsed) {

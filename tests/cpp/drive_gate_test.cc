@@ -1,12 +1,16 @@
 // DriveGate and Handle::Wait: a waiter runs the engine's drive function on
-// its own thread; timeouts hold while it drives; a closed gate is never
-// entered again and Close waits for drivers still inside.
+// its own thread; timeouts hold while it drives; every wait is reported to
+// the engine from its start to its end; a closed gate is never entered
+// again and Close waits for drivers still inside.
 #include "runtime/drive_gate.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "runtime/handle_state.h"
 
@@ -17,11 +21,12 @@ using SteadyClock = std::chrono::steady_clock;
 
 TEST(DriveGate, WaiterDrivesOnItsOwnThread) {
   std::thread::id driver;
-  auto gate =
-      std::make_shared<DriveGate>([&](HandleState& h, DriveGate::TimePoint) {
+  auto gate = std::make_shared<DriveGate>(
+      [&](HandleState& h, DriveGate::TimePoint) {
         driver = std::this_thread::get_id();
         h.Complete(Status::Mismatch("from the driver"));
-      });
+      },
+      nullptr);
   auto state = std::make_shared<HandleState>();
   state->gate = gate;
   Status st = Handle(state).Wait();
@@ -33,7 +38,7 @@ TEST(DriveGate, WaiterDrivesOnItsOwnThread) {
 TEST(DriveGate, DoneHandleIsNotDriven) {
   int drives = 0;
   auto gate = std::make_shared<DriveGate>(
-      [&](HandleState&, DriveGate::TimePoint) { ++drives; });
+      [&](HandleState&, DriveGate::TimePoint) { ++drives; }, nullptr);
   auto state = std::make_shared<HandleState>();
   state->gate = gate;
   state->Complete(Status::OK());
@@ -44,10 +49,11 @@ TEST(DriveGate, DoneHandleIsNotDriven) {
 TEST(DriveGate, TimeoutHoldsWhileDriving) {
   // A driver that never completes the handle but honours `until`, as the
   // engine's does.
-  auto gate =
-      std::make_shared<DriveGate>([](HandleState&, DriveGate::TimePoint until) {
+  auto gate = std::make_shared<DriveGate>(
+      [](HandleState&, DriveGate::TimePoint until) {
         std::this_thread::sleep_until(until);
-      });
+      },
+      nullptr);
   auto state = std::make_shared<HandleState>();
   state->gate = gate;
   auto t0 = SteadyClock::now();
@@ -62,7 +68,7 @@ TEST(DriveGate, TimeoutHoldsWhileDriving) {
 TEST(DriveGate, ClosedGateFallsBackToWaiting) {
   std::atomic<int> drives{0};
   auto gate = std::make_shared<DriveGate>(
-      [&](HandleState&, DriveGate::TimePoint) { ++drives; });
+      [&](HandleState&, DriveGate::TimePoint) { ++drives; }, nullptr);
   gate->Close();
   auto state = std::make_shared<HandleState>();
   state->gate = gate;
@@ -78,12 +84,13 @@ TEST(DriveGate, ClosedGateFallsBackToWaiting) {
 
 TEST(DriveGate, CloseWaitsForDriversInside) {
   std::atomic<bool> inside{false}, release{false}, closed{false};
-  auto gate =
-      std::make_shared<DriveGate>([&](HandleState& h, DriveGate::TimePoint) {
+  auto gate = std::make_shared<DriveGate>(
+      [&](HandleState& h, DriveGate::TimePoint) {
         inside = true;
         while (!release) std::this_thread::yield();
         h.Complete(Status::OK());
-      });
+      },
+      nullptr);
   auto state = std::make_shared<HandleState>();
   state->gate = gate;
   std::thread waiter([&] { EXPECT_TRUE(Handle(state).Wait(10).ok()); });
@@ -98,6 +105,28 @@ TEST(DriveGate, CloseWaitsForDriversInside) {
   closer.join();
   waiter.join();
   EXPECT_TRUE(closed.load());
+}
+
+TEST(DriveGate, WaitsAreReportedFromStartToEnd) {
+  // No drive function: waiters sleep, and still report what they wait on,
+  // also when the wait times out.
+  std::vector<std::pair<std::string, bool>> events;
+  auto gate = std::make_shared<DriveGate>(
+      DriveGate::DriveFn(), [&](const HandleState& h, bool begin) {
+        events.emplace_back(h.key, begin);
+      });
+  auto state = std::make_shared<HandleState>();
+  state->gate = gate;
+  state->key = "0:allreduce.x";
+  EXPECT_EQ(Handle(state).Wait(0.01).code(), StatusCode::kTimeout);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0], std::make_pair(std::string("0:allreduce.x"), true));
+  EXPECT_EQ(events[1], std::make_pair(std::string("0:allreduce.x"), false));
+  EXPECT_FALSE(gate->Drive(*state, SteadyClock::now()));
+  state->Complete(Status::OK());
+  EXPECT_TRUE(Handle(state).Wait().ok());  // done: nothing to report
+  EXPECT_EQ(events.size(), 2u);
+  gate->Close();
 }
 
 }  // namespace

@@ -78,6 +78,10 @@ void WireSeeds(const std::string& dir) {
   RequestList c;
   c.abort_reason = "rank 3 failed";
   Write(dir, "abort", jobs4 + EncodeRequestList(c));
+  RequestList w;
+  w.waiting_update = true;
+  w.waiting = {"0:__barrier__", "2:allgather.x"};
+  Write(dir, "waiting", jobs4 + EncodeRequestList(w));
 
   ResponseCache cache(8);
   FillFuzzCache(&cache);

@@ -34,3 +34,8 @@ def test_optimizer(check, np):
 @pytest.mark.parametrize("check", check_names("errors"))
 def test_errors(check):
     assert_check_passed("errors", check, 2)
+
+
+@pytest.mark.parametrize("check", check_names("mismatch"))
+def test_disagreeing_ranks_fail_fast(check):
+    assert_check_passed("mismatch", check, 2)

@@ -126,7 +126,8 @@ class HorovodBasics:
             process_set = ProcessSet(process_set)
         if process_set.process_set_id is not None:
             raise ValueError("process set %r is already registered" % process_set)
-        pid = self.engine.add_process_set(process_set.ranks)
+        from horovod.common.ops import engine_call
+        pid = engine_call(self.engine.add_process_set, process_set.ranks)
         process_set.process_set_id = pid
         process_set._basics = self
         self._process_sets[pid] = process_set
@@ -135,7 +136,8 @@ class HorovodBasics:
     def remove_process_set(self, process_set):
         if process_set.process_set_id in (None, 0):
             raise ValueError("cannot remove %r" % process_set)
-        self.engine.remove_process_set(process_set.process_set_id)
+        from horovod.common.ops import engine_call
+        engine_call(self.engine.remove_process_set, process_set.process_set_id)
         self._process_sets.pop(process_set.process_set_id, None)
         process_set.process_set_id = None
         return True
