@@ -21,18 +21,21 @@ _NOT_BUILT = {
     "horovod.mxnet": "the MXNet adapter",
     "horovod.spark": "the Spark integration",
     "horovod.ray": "the Ray integration",
+    "horovod.torch.elastic": "elastic training",
 }
 
 
 class _NotBuiltFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
-        top = ".".join(fullname.split(".")[:2])
-        what = _NOT_BUILT.get(top)
-        if what is None:
-            return None
-        raise ModuleNotFoundError(
-            "%s is not available: %s is not part of this build yet "
-            "(horovod.torch is)" % (top, what), name=fullname)
+        parts = fullname.split(".")
+        for k in range(2, len(parts) + 1):
+            top = ".".join(parts[:k])
+            what = _NOT_BUILT.get(top)
+            if what is not None:
+                raise ModuleNotFoundError(
+                    "%s is not available: %s is not part of this build yet "
+                    "(horovod.torch is)" % (top, what), name=fullname)
+        return None
 
 
 if not any(isinstance(f, _NotBuiltFinder) for f in sys.meta_path):

@@ -388,6 +388,12 @@ Response Coordinator::Validate(const Pending& p) {
                   at(first) + " has (" + Fmt(a.prescale) + ", " +
                   Fmt(a.postscale) + "), " + at(r) + " has (" +
                   Fmt(b.prescale) + ", " + Fmt(b.postscale) + ").");
+    if (b.op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet) &&
+        b.root != a.root)
+      return fail("Mismatched remove_process_set: " + at(first) +
+                  " removes process set " + std::to_string(a.root) + ", " +
+                  at(r) + " removes process set " + std::to_string(b.root) +
+                  ".");
     if (IsOp(a.op, OpType::kBroadcast) && b.root != a.root)
       return fail("Mismatched broadcast root ranks for " + who() + ": " +
                   at(first) + " uses root " + std::to_string(a.root) + ", " +

@@ -321,6 +321,29 @@ TEST_F(CoordinatorTest, JoinAgainstAddProcessSetFails) {
             std::string::npos);
 }
 
+TEST_F(CoordinatorTest, RemovingDifferentProcessSetsIsAMismatch) {
+  Coordinator c(Config(2), nullptr);
+  for (int set = 0; set < 2; ++set) {  // ids 1 and 2
+    for (int r = 0; r < 2; ++r)
+      c.AddRequestList(r, List({AddSet(r, {set})}), At(0));
+    ASSERT_EQ(c.TakeResponses(At(0)).responses.size(), 1u);
+  }
+  const uint8_t remove = static_cast<uint8_t>(ControlOp::kRemoveProcessSet);
+  for (int r = 0; r < 2; ++r)
+    c.AddRequestList(
+        r, List({Control(r, remove, "__remove_process_set__", {}, 1 + r)}),
+        At(1));
+  ResponseList out = c.TakeResponses(At(1));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_TRUE(out.responses[0].error);
+  EXPECT_NE(out.responses[0].error_message.find(
+                "rank 0 removes process set 1, rank 1 removes process set 2"),
+            std::string::npos)
+      << out.responses[0].error_message;
+  EXPECT_NE(c.Members(1), nullptr);  // both sets are still there
+  EXPECT_NE(c.Members(2), nullptr);
+}
+
 TEST(ResponseCache, EvictsLeastRecentlyUsed) {
   ResponseCache cache(2);
   Response r;

@@ -142,7 +142,8 @@ def test_unknown_flag_is_one_line():
 @pytest.mark.parametrize("module", ["horovod.tensorflow",
                                     "horovod.tensorflow.keras",
                                     "horovod.keras", "horovod.mxnet",
-                                    "horovod.spark", "horovod.ray"])
+                                    "horovod.spark", "horovod.ray",
+                                    "horovod.torch.elastic"])
 def test_missing_framework_module_says_so(module):
     code = ("try:\n import %s\nexcept ImportError as e:\n"
             " print(type(e).__name__); print(e)\n" % module)
@@ -150,7 +151,8 @@ def test_missing_framework_module_says_so(module):
                          text=True, timeout=60)
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "ModuleNotFoundError", out
-    top = ".".join(module.split(".")[:2])
+    top = module if module.endswith("elastic") else \
+        ".".join(module.split(".")[:2])
     assert lines[1].startswith(top + " is not available:"), lines
     assert "not part of this build yet" in lines[1]
 

@@ -14,9 +14,9 @@ from conftest import (assert_ok, collect, horovodrun, shm_segments_of,
 
 
 # Each worker checks its own results and prints "<name> OK on rank r".
-# (Collectives, gradients, the optimizer and errors: test_torch_api.py.)
+# (Collectives, gradients, the optimizer, errors, join and process sets:
+# test_torch_api.py, a case per behaviour.)
 WORKER_SUITES = [
-    ("join_ps.py", "join_ps"),              # join, static/dynamic process sets
     ("sync_bn.py", "sync_bn"),              # SyncBatchNorm vs BatchNorm
 ]
 

@@ -31,6 +31,12 @@ def test_optimizer(check, np):
     assert_check_passed("optimizer", check, np)
 
 
+@pytest.mark.parametrize("np", [2, 3])
+@pytest.mark.parametrize("check", check_names("join_ps"))
+def test_join_and_process_sets(check, np):
+    assert_check_passed("join_ps", check, np)
+
+
 @pytest.mark.parametrize("check", check_names("errors"))
 def test_errors(check):
     assert_check_passed("errors", check, 2)

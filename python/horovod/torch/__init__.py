@@ -1,6 +1,7 @@
 """horovod.torch: Horovod's PyTorch API on the native engine."""
 
-from horovod.common.exceptions import HorovodInternalError  # noqa: F401
+from horovod.common.exceptions import (HorovodInternalError,  # noqa: F401
+                                       HorovodInvalidArgumentError)
 from horovod.common.process_sets import ProcessSet, global_process_set  # noqa: F401
 from horovod.torch.compression import Compression  # noqa: F401
 from horovod.torch.functions import (allgather_object,  # noqa: F401

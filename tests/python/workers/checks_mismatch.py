@@ -110,6 +110,37 @@ def check_two_different_tensors():
                                     "rank 1 waits in allreduce"])
 
 
+def check_add_process_set_of_different_ranks():
+    # The same control operation with different arguments: a mismatch of
+    # its arguments, failed as any other.
+    fn = lambda: hvd.add_process_set([r])  # noqa: E731
+    start = time.monotonic()
+    try:
+        fn()
+        raise AssertionError("add_process_set of different ranks completed")
+    except hvd.HorovodInternalError as e:
+        assert time.monotonic() - start < LIMIT_S
+        assert "Mismatched add_process_set tensor shapes" in str(e), e
+    hvd.barrier()
+
+
+def check_remove_process_set_of_different_sets():
+    other = hvd.add_process_set([1])
+    start = time.monotonic()
+    try:
+        hvd.remove_process_set(spare if r == 0 else other)
+        raise AssertionError("remove_process_set of different sets completed")
+    except hvd.HorovodInternalError as e:
+        assert time.monotonic() - start < LIMIT_S
+        assert "Mismatched remove_process_set" in str(e), e
+    # Both sets are still there and usable.
+    for ps in (spare, other):
+        if r in ps.ranks:
+            close(hvd.allreduce(torch.ones(1), op=hvd.Sum, process_set=ps),
+                  torch.ones(1))
+    hvd.remove_process_set(other)
+
+
 def check_async_submission_before_a_barrier_still_works():
     # Not a mismatch: rank 1 submits without waiting, reaches the barrier,
     # and only then waits; rank 0 waits in the barrier first.
@@ -129,3 +160,20 @@ def check_slow_rank_is_not_a_mismatch():
         time.sleep(LIMIT_S)
     close(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(n)))
     hvd.barrier()
+
+
+def check_shutdown_against_barrier_ends_the_job_then_init_again():
+    # One rank shutting down ends the job for all (as upstream); the other,
+    # blocked in a barrier, hears of it at once. Both can init again.
+    start = time.monotonic()
+    if r == 0:
+        hvd.shutdown()
+    else:
+        try:
+            hvd.barrier()
+            raise AssertionError("barrier completed after rank 0 shut down")
+        except hvd.HorovodInternalError as e:
+            assert time.monotonic() - start < LIMIT_S, e
+        hvd.shutdown()
+    hvd.init()
+    close(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(n)))
