@@ -57,6 +57,15 @@ def spawn_ranks(np, script, *args, env=None, rank_env=None, port=None,
     return procs
 
 
+def process_alive(pid):
+    """True while `pid` runs (a zombie counts as gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
 def shm_segments_of(pids):
     """Shared-memory segments still named after any of these processes."""
     return [f for f in os.listdir("/dev/shm")

@@ -22,7 +22,8 @@ import time
 
 import pytest
 
-from conftest import free_port, shm_segments_of, spawn_ranks, worker
+from conftest import (free_port, process_alive, shm_segments_of, spawn_ranks,
+                      worker)
 
 OPERATION_TIMEOUT_S = 3  # HOROVOD_OPERATION_TIMEOUT_SECONDS in these jobs
 DEAD_PEER_BOUND_S = 5    # the contract for a peer that died
@@ -299,18 +300,11 @@ def test_launcher_killed_takes_every_rank_with_it(tmp_path):
     t0 = time.monotonic()
     proc.kill()
     proc.wait()
-
-    def alive(pid):
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                return f.read().split()[2] != "Z"
-        except OSError:
-            return False
-    while any(alive(p) for p in pids) and time.monotonic() - t0 < 30:
+    while any(process_alive(p) for p in pids) and time.monotonic() - t0 < 30:
         time.sleep(0.02)
     took = time.monotonic() - t0
     print("launcher SIGKILL: every rank gone after %.2f s" % took)
-    assert not any(alive(p) for p in pids), pids
+    assert not any(process_alive(p) for p in pids), pids
     assert took < DEAD_PEER_BOUND_S
     assert shm_segments_of(pids) == []
 

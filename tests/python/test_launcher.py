@@ -12,23 +12,17 @@ import time
 
 import pytest
 
-from conftest import horovodrun, worker
+from conftest import horovodrun, process_alive, worker
 
 RUNNER = [sys.executable, "-m", "horovod.runner"]
 
 
-def _alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def test_progress_bar_updates_one_line_on_a_terminal():
+def _on_a_terminal(*args):
+    """Runs horovodrun -np 1 progress.py on a pseudo-terminal; returns what
+    the terminal received and when each mark first arrived."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(RUNNER + ["-np", "1", sys.executable,
-                                      worker("progress.py")],
+                                      worker("progress.py")] + list(args),
                             stdin=subprocess.DEVNULL, stdout=slave,
                             stderr=slave, close_fds=True)
     os.close(slave)
@@ -53,12 +47,25 @@ def test_progress_bar_updates_one_line_on_a_terminal():
     proc.wait(timeout=30)
     os.close(master)
     assert proc.returncode == 0, seen
-    # Each update arrives while the rank is still drawing, not all at exit.
-    assert arrivals[b"done"] - arrivals[b"step 1/5"] > 0.6, arrivals
+    return seen, arrivals
+
+
+def test_progress_bar_updates_one_line_on_a_terminal():
+    seen, arrivals = _on_a_terminal()
+    # Each update arrives while the rank is still drawing, not all at exit,
+    # and is drawn at once (not when the next update ends it).
+    assert arrivals[b"done"] - arrivals[b"step 1/5"] > 1.2, arrivals
+    assert arrivals[b"done"] - arrivals[b"step 3/5"] > 0.6, arrivals
     # Updates overwrite one line, rank prefix intact; the last one stays.
     assert b"\r[0]<stderr>:step 3/5\x1b[K" in seen, seen
     assert b"[0]<stderr>:step 1/5\n" not in seen.replace(b"\r\n", b"\n"), seen
-    assert b"[0]<stdout>:done" in seen, seen
+    assert b"[0]<stderr>:step 5/5\x1b[K\r\n[0]<stdout>:done" in seen, seen
+
+
+def test_blanked_progress_bar_leaves_no_empty_line_on_a_terminal():
+    seen, _ = _on_a_terminal("blank")
+    # tqdm(leave=False) blanks its bar; the next record takes its line.
+    assert b"\r\x1b[K[0]<stdout>:done" in seen, seen
 
 
 def test_progress_bar_is_a_line_per_update_off_a_terminal():
@@ -100,7 +107,7 @@ def test_ctrl_c_escalates_when_ranks_ignore_it(tmp_path):
     took = time.monotonic() - start
     assert proc.returncode == 130, proc.returncode
     assert 4 < took < 15, took  # the SIGINT grace, then SIGTERM
-    assert not any(_alive(p) for p in pids)
+    assert not any(process_alive(p) for p in pids)
     assert b"interrupted" in proc.stderr.read()
 
 
@@ -115,7 +122,7 @@ def test_second_ctrl_c_stops_at_once_even_ranks_ignoring_sigterm(tmp_path):
     _wait(proc, 30)
     assert time.monotonic() - start < 4
     assert proc.returncode == 130
-    assert not any(_alive(p) for p in pids)
+    assert not any(process_alive(p) for p in pids)
 
 
 @pytest.mark.parametrize("flag", [["--gloo"], ["--min-np", "1"],

@@ -103,6 +103,7 @@ class _Records:
 
     def __init__(self):
         self._partial = b""
+        self._after_cr = False
 
     def feed(self, chunk):
         data = self._partial + chunk
@@ -112,8 +113,15 @@ class _Records:
             if byte in (0x0A, 0x0D):
                 out.append((data[start:i], data[i:i + 1]))
                 start = i + 1
+                self._after_cr = byte == 0x0D
         self._partial = data[start:]
         return out
+
+    def preview(self):
+        """The redraw in progress: text after a \\r whose end has not come
+        yet (a progress bar's current state; its end arrives only with the
+        next redraw)."""
+        return self._partial if self._after_cr else b""
 
     def end(self):
         """What is left when the stream closes, as a final line."""
@@ -129,19 +137,18 @@ class _Output:
 
     def __init__(self, lock):
         self._lock = lock
-        self._open = None  # (sink, owner) of an updating line on screen
+        self._open = None  # (sink, owner, blank) of an updating line
 
     def write(self, sink, owner, prefix, text, ending):
         tty = _isatty(sink)
         with self._lock:
             if ending == b"\r" and not text:
                 return  # a bare \r only moves the cursor
-            out = b""
             if self._open is not None and self._open[1] != owner:
                 self._close_open()
             if tty and ending == b"\r":
                 out = b"\r" + prefix + text + b"\x1b[K"
-                self._open = (sink, owner)
+                self._open = (sink, owner, not text.strip())
             elif tty and self._open is not None:
                 out = b"\r" + prefix + text + b"\x1b[K\n"
                 self._open = None
@@ -151,8 +158,12 @@ class _Output:
             sink.buffer.flush()
 
     def _close_open(self):
-        sink, _ = self._open
-        sink.buffer.write(b"\n")
+        """Ends the updating line before another rank or stream writes: a
+        bar still drawn stays on its line; one its owner blanked (a
+        progress bar closed with leave=False) is erased, so the next record
+        takes its place."""
+        sink, _, blank = self._open
+        sink.buffer.write(b"\r\x1b[K" if blank else b"\n")
         sink.buffer.flush()
         self._open = None
 
@@ -202,12 +213,17 @@ class _Job:
         prefix = ("[%d]<%s>:" % (rank, kind)).encode()
         records = _Records()
         fd = stream.fileno()
+        tty = _isatty(sink)
         while True:
             chunk = os.read(fd, 65536)
             for text, ending in records.feed(chunk) if chunk else records.end():
                 self.output.write(sink, (rank, kind), prefix, text, ending)
             if not chunk:
                 break
+            if tty and records.preview():
+                # Drawn now; redrawn (the same) when its end arrives.
+                self.output.write(sink, (rank, kind), prefix,
+                                  records.preview(), b"\r")
         stream.close()
 
     def start(self):
