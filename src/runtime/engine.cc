@@ -43,7 +43,27 @@
 #include "transport/tcp_transport.h"
 
 namespace horovod {
+
 namespace {
+
+// Which threads submit to an engine, and how many of them are blocked in a
+// wait. A rank whose every submitting thread waits can submit nothing new
+// until a wait ends; only then are its waits news for rank 0's deadlock
+// check (a rank with one thread still running may yet submit what the
+// others wait for). Shared by the engine and each thread's record.
+struct ThreadCensus {
+  std::atomic<int> live{0};     // threads that enqueued and have not exited
+  std::atomic<int> waiting{0};  // of those, blocked in Handle::Wait now
+};
+
+// This thread's membership in one engine's census; leaves it at exit.
+struct CensusRecord {
+  std::shared_ptr<ThreadCensus> census;
+  ~CensusRecord() {
+    if (census) census->live.fetch_sub(1);
+  }
+};
+thread_local CensusRecord tls_census;
 
 constexpr size_t kMaxControlFrame = 64u << 20;
 constexpr double kShutdownWaitS = 30;
@@ -147,6 +167,7 @@ class EngineImpl {
 
   Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
                  const CollectiveArgs& args, std::vector<Handle>* handles) {
+    CountSubmitter();
     std::shared_ptr<const std::vector<int>> set = sets_.Find(args.process_set);
     if (set == nullptr)
       return Status::InvalidArgument(
@@ -199,6 +220,7 @@ class EngineImpl {
   Status EnqueueControl(uint8_t op, const std::string& name,
                         std::vector<int64_t> shape, int root, int process_set,
                         Handle* handle) {
+    CountSubmitter();
     TensorEntry e;
     e.request.rank = job_.rank;
     e.request.op = op;
@@ -571,36 +593,53 @@ class EngineImpl {
            !l.waiting_update;
   }
 
+  // The calling thread submits to this engine (see ThreadCensus).
+  void CountSubmitter() {
+    if (tls_census.census == census_) return;
+    if (tls_census.census) tls_census.census->live.fetch_sub(1);
+    tls_census.census = census_;
+    census_->live.fetch_add(1);
+  }
+
   // A thread of this rank begins or ends waiting on an operation.
   void OnWait(const HandleState& h, bool begin) {
+    const bool submitter = tls_census.census == census_;
     {
       std::lock_guard<std::mutex> lock(waiting_mu_);
       if (begin) {
         waiting_.insert(h.key);
+        if (submitter) census_->waiting.fetch_add(1);
       } else {
         auto it = waiting_.find(h.key);
         if (it != waiting_.end()) waiting_.erase(it);
+        if (submitter) census_->waiting.fetch_sub(1);
       }
       waiting_dirty_ = true;
     }
-    // A new wait may complete a deadlock: tell rank 0 now. An ended one
-    // travels with this rank's next list (it cannot matter before: rank 0
-    // only counts a wait on an operation the waiting rank has submitted).
-    if (begin) queue_.Wake();
+    // A new wait may complete a deadlock: tell rank 0 now (a waiter that
+    // drives runs the step that does). An ended one travels with this
+    // rank's next list; it cannot matter before, since rank 0 only counts
+    // a wait on an operation the waiting rank has submitted.
+    if (begin && !knobs_.caller_drives) queue_.Wake();
   }
 
-  // Adds what this rank's threads wait on when it changed and is worth a
-  // frame: a wait that began, or any change riding on other news.
+  // What this rank's threads wait on, for rank 0, when it changed: the
+  // keys while every submitting thread waits (the rank is blocked), else
+  // nothing. A change rides on a list that carries other news, or goes
+  // alone when the rank has just become blocked.
   void TakeWaiting(RequestList* list) {
     std::lock_guard<std::mutex> lock(waiting_mu_);
     if (!waiting_dirty_) return;
+    const int live = census_->live.load();
+    const bool blocked = live > 0 && census_->waiting.load() >= live;
     const bool news =
         !list->requests.empty() || !list->cache_hits.empty() || list->shutdown;
-    if (!news && waiting_.empty()) return;
+    if (!news && !blocked) return;
     list->waiting_update = true;
-    for (auto it = waiting_.begin(); it != waiting_.end();
-         it = waiting_.upper_bound(*it))
-      list->waiting.push_back(*it);
+    if (blocked)
+      for (auto it = waiting_.begin(); it != waiting_.end();
+           it = waiting_.upper_bound(*it))
+        list->waiting.push_back(*it);
     waiting_dirty_ = false;
   }
 
@@ -845,7 +884,8 @@ class EngineImpl {
   std::thread thread_;
   std::shared_ptr<DriveGate> gate_;
   std::mutex waiting_mu_;
-  std::multiset<std::string> waiting_;      // keys threads are blocked on
+  std::multiset<std::string> waiting_;  // keys threads are blocked on
+  std::shared_ptr<ThreadCensus> census_ = std::make_shared<ThreadCensus>();
   bool waiting_dirty_ = false;              // changed since last reported
   std::mutex drive_mu_;                     // held by whoever runs steps
   std::atomic<int> callers_{0};             // waiters driving or about to

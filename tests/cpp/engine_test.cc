@@ -49,6 +49,74 @@ void ExpectEveryRankOk(const std::vector<std::string>& failures) {
     EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
+// Rank 0 waits in a barrier while rank 1 waits in an allreduce rank 0
+// never submits: both fail at once, naming what each waits in, and the job
+// goes on.
+TEST(Engine, RanksBlockedInOperationsThatCanNeverMatchFailAtOnce) {
+  const std::vector<std::string> failures =
+      RunRanks(2, [&](Engine* e, int r, std::string* fail) {
+        const auto t0 = std::chrono::steady_clock::now();
+        Status st;
+        if (r == 0) {
+          st = e->Barrier();
+        } else {
+          float x = 1;
+          Handle h;
+          CollectiveArgs args;
+          args.name = "only.on.1";
+          st = e->Allreduce(TensorView{&x, DataType::kFloat32, {1}}, args, &h);
+          if (st.ok()) st = h.Wait(30);
+        }
+        const double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                .count();
+        if (st.code() != StatusCode::kMismatch ||
+            st.message().find("rank 0 waits in barrier; rank 1 waits in "
+                              "allreduce 'only.on.1'") == std::string::npos)
+          *fail += "status: " + st.ToString() + ";";
+        if (took > 2.0) *fail += "took " + std::to_string(took) + " s;";
+        if (!e->Barrier().ok()) *fail += "barrier after;";
+      });
+  ExpectEveryRankOk(failures);
+}
+
+// The same picture while another thread of rank 0 still runs: that thread
+// will submit the barrier, so nothing may fail. (A rank is blocked only
+// when every thread that has submitted to it waits.)
+TEST(Engine, ARankWithARunningThreadIsNotBlocked) {
+  const std::vector<std::string> failures =
+      RunRanks(2, [&](Engine* e, int r, std::string* fail) {
+        float x = 1;
+        CollectiveArgs args;
+        args.name = "x";
+        args.op = ReduceOp::kSum;
+        TensorView t{&x, DataType::kFloat32, {1}};
+        if (r == 1) {
+          // The first barrier meets rank 0's other thread at once, the
+          // second only after it slept.
+          if (!e->Barrier().ok() || !e->Barrier().ok()) *fail += "barrier;";
+          Handle h;
+          if (!e->Allreduce(t, args, &h).ok() || !h.Wait(30).ok())
+            *fail += "allreduce;";
+          return;
+        }
+        std::atomic<bool> counted{false};
+        std::thread other([&] {
+          if (!e->Barrier().ok()) *fail += "first barrier;";
+          counted = true;  // it has submitted: the engine knows it
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          if (!e->Barrier().ok()) *fail += "second barrier;";
+        });
+        while (!counted) std::this_thread::yield();
+        Handle h;
+        if (!e->Allreduce(t, args, &h).ok() || !h.Wait(30).ok())
+          *fail += "allreduce;";
+        other.join();
+        if (x != 2) *fail += "sum;";
+      });
+  ExpectEveryRankOk(failures);
+}
+
 TEST(Engine, CollectivesMismatchAndShutdown) {
   const int n = 3;
   const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
