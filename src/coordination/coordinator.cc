@@ -65,7 +65,7 @@ void Coordinator::AddRequestList(int rank, const RequestList& list,
   if (list.shutdown) shutdown_ranks_.insert(rank);
   if (list.waiting_update) waiting_[rank] = list.waiting;
   RefreshCompleteness(now);
-  FindDeadlock();
+  FindDeadlock(now);
 }
 
 bool Coordinator::WaitsFor(int r, const std::string& key,
@@ -96,8 +96,10 @@ bool Coordinator::WaitsFor(int r, const std::string& key,
 // from every waiting rank and dropping ranks with a way out until none is
 // left to drop. Ranks that still compute, or wait on something that can
 // complete, are never in it; so a slow rank is never mistaken for a
-// deadlocked one.
-void Coordinator::FindDeadlock() {
+// deadlocked one. The same set must persist for deadlock_grace_s before it
+// is failed: a thread a rank has just started, and the engine does not know
+// of yet, may be about to submit what the others wait for.
+void Coordinator::FindDeadlock(Clock::time_point now) {
   const int n = config_.size;
   std::vector<bool> stuck(n, false);
   std::vector<int> missing;
@@ -110,9 +112,8 @@ void Coordinator::FindDeadlock() {
     stuck[r] = all;
     candidates += all ? 1 : 0;
   }
-  if (candidates < 2) return;  // one rank cannot deadlock alone
-  for (bool changed = true; changed;) {
-    changed = false;
+  for (bool changed = candidates >= 2; changed;) {  // one rank cannot
+    changed = false;                                // deadlock alone
     for (int r = 0; r < n; ++r) {
       if (!stuck[r]) continue;
       for (const std::string& key : waiting_[r]) {
@@ -128,21 +129,30 @@ void Coordinator::FindDeadlock() {
     }
   }
   std::vector<int> ranks;
-  for (int r = 0; r < n; ++r)
-    if (stuck[r]) ranks.push_back(r);
+  std::vector<std::string> keys;
+  for (int r = 0; r < n && candidates >= 2; ++r) {
+    if (!stuck[r]) continue;
+    ranks.push_back(r);
+    keys.insert(keys.end(), waiting_[r].begin(), waiting_[r].end());
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  if (keys == deadlocked_) return;  // unchanged: the clock keeps running
+  deadlocked_ = std::move(keys);
+  deadlock_since_ = now;
   if (ranks.empty()) return;
   std::string what;
-  for (int r : ranks) {
-    what += (what.empty() ? "" : "; ") + DescribeWait(r);
-    for (const std::string& key : waiting_[r])
-      if (std::find(deadlocked_.begin(), deadlocked_.end(), key) ==
-          deadlocked_.end())
-        deadlocked_.push_back(key);
-  }
+  for (int r : ranks) what += (what.empty() ? "" : "; ") + DescribeWait(r);
   deadlock_message_ =
       "Ranks " + RankList(ranks) +
       " are blocked in operations that can never match: " + what +
       ". Failing them on every rank.";
+}
+
+bool Coordinator::DeadlockDue(Clock::time_point now) const {
+  return !deadlocked_.empty() &&
+         std::chrono::duration<double>(now - deadlock_since_).count() >=
+             config_.deadlock_grace_s;
 }
 
 std::string Coordinator::DescribeWait(int r) const {
@@ -264,7 +274,7 @@ void Coordinator::RefreshCompleteness(Clock::time_point now) {
 }
 
 bool Coordinator::ShouldEmit(Clock::time_point now) const {
-  if (join_ready_ || !stale_.empty() || !deadlocked_.empty()) return true;
+  if (join_ready_ || !stale_.empty() || DeadlockDue(now)) return true;
   // One rank shutting down ends the job for all (as upstream): waiting for
   // the rest could hang them on collectives that rank will never join.
   if (!shutdown_ranks_.empty()) return true;
@@ -307,6 +317,8 @@ Clock::time_point Coordinator::NextWake(Clock::time_point now) const {
     return t + std::chrono::duration_cast<Clock::duration>(
                    std::chrono::duration<double>(s));
   };
+  if (!deadlocked_.empty())
+    wake = std::min(wake, after(deadlock_since_, config_.deadlock_grace_s));
   for (const auto& kv : table_) {
     const Pending& p = kv.second;
     if (p.complete) {
@@ -481,7 +493,8 @@ void Coordinator::Fuse(std::vector<Response>* responses) const {
 ResponseList Coordinator::TakeResponses(Clock::time_point now) {
   ResponseList list;
   list.stale_hits.swap(stale_);
-  if (!deadlocked_.empty()) FailDeadlocked(&list);
+  FindDeadlock(now);  // operations may have completed since
+  if (DeadlockDue(now)) FailDeadlocked(&list);
   // Ready entries in submission order; a group goes out only when complete.
   std::vector<std::pair<uint64_t, Table::iterator>> ready;
   std::map<std::string, int> group_ready;

@@ -30,6 +30,8 @@ struct CoordinatorConfig {
   double stall_check_s = 60;
   bool stall_check = true;
   double stall_shutdown_s = 600;
+  // How long ranks must stay deadlocked before their operations fail.
+  double deadlock_grace_s = 0.5;
 };
 
 class Coordinator {
@@ -55,8 +57,8 @@ class Coordinator {
 
   const std::vector<int>* Members(int process_set) const;
   size_t pending() const { return table_.size(); }
-  // Keys of the operations found deadlocked, to be failed by the next
-  // TakeResponses (for tests).
+  // Keys of the operations found deadlocked (sorted), failed by the first
+  // TakeResponses deadlock_grace_s after they were found (for tests).
   const std::vector<std::string>& deadlocked() const { return deadlocked_; }
 
  private:
@@ -84,7 +86,8 @@ class Coordinator {
   // submissions (unknown or decided operation, or one `r` never submitted:
   // a report older than its end).
   bool WaitsFor(int r, const std::string& key, std::vector<int>* missing) const;
-  void FindDeadlock();
+  void FindDeadlock(Clock::time_point now);
+  bool DeadlockDue(Clock::time_point now) const;
   std::string DescribeWait(int r) const;
   void FailDeadlocked(ResponseList* list);
 
@@ -102,6 +105,7 @@ class Coordinator {
   std::vector<std::pair<int32_t, uint32_t>> stale_;
   std::vector<std::vector<std::string>> waiting_;  // per rank: blocked on
   std::vector<std::string> deadlocked_;
+  Clock::time_point deadlock_since_;
   std::string deadlock_message_;
 };
 
