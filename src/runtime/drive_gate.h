@@ -14,10 +14,12 @@
 #ifndef HOROVOD_RUNTIME_DRIVE_GATE_H_
 #define HOROVOD_RUNTIME_DRIVE_GATE_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 namespace horovod {
 
@@ -44,17 +46,26 @@ class DriveGate {
     return true;
   }
 
+  // Twice per synchronous collective, so without locks: an atomic count
+  // of callers inside and a closed flag, which Close sets before it waits
+  // for the count to drop to zero (both sequentially consistent, so either
+  // the caller sees the flag or Close sees the caller).
   void Waiting(const HandleState& h, bool begin) {
-    if (!on_wait_ || !Enter()) return;
-    on_wait_(h, begin);
-    Leave();
+    if (!on_wait_) return;
+    waiting_inside_.fetch_add(1);
+    if (!shut_.load()) on_wait_(h, begin);
+    waiting_inside_.fetch_sub(1);
   }
 
   // After this returns no DriveFn or WaitFn runs, now or later.
   void Close() {
-    std::unique_lock<std::mutex> lock(mu_);
-    closed_ = true;
-    cv_.wait(lock, [&] { return inside_ == 0; });
+    shut_.store(true);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      closed_ = true;
+      cv_.wait(lock, [&] { return inside_ == 0; });
+    }
+    while (waiting_inside_.load() != 0) std::this_thread::yield();
   }
 
  private:
@@ -78,6 +89,8 @@ class DriveGate {
   int inside_ = 0;
   DriveFn fn_;
   WaitFn on_wait_;
+  std::atomic<bool> shut_{false};
+  std::atomic<int> waiting_inside_{0};
 };
 
 }  // namespace horovod

@@ -20,8 +20,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <limits>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -68,6 +68,8 @@ thread_local CensusRecord tls_census;
 constexpr size_t kMaxControlFrame = 64u << 20;
 constexpr double kShutdownWaitS = 30;
 constexpr double kDefaultSpinUs = 50;
+// A rank reports what it waits on once it has stayed blocked this long.
+constexpr auto kWaitReportAfter = std::chrono::milliseconds(50);
 // How long the loop thread stays parked after the last waiting caller
 // stopped driving: back-to-back synchronous calls then never wake it, and
 // work nobody waits for yet (async ops, rank 0 coordinating idle ranks)
@@ -181,13 +183,15 @@ class EngineImpl {
     std::vector<TensorEntry> entries;
     handles->clear();
     std::string group;
-    const std::string base = args.name.empty() ? AutoName(op) : args.name;
+    const std::string base =
+        args.name.empty() ? AutoName(op)
+                          : (tensors.size() > 1 ? args.name : std::string());
     for (size_t i = 0; i < tensors.size(); ++i) {
       TensorEntry e;
       Request& r = e.request;
       r.rank = job_.rank;
       r.op = static_cast<uint8_t>(op);
-      r.name = base;
+      r.name = base.empty() ? args.name : base;
       // Upstream's form for the members of a group: <base>_<k>of<n>.
       if (tensors.size() > 1)
         r.name +=
@@ -210,7 +214,6 @@ class EngineImpl {
       e.handle = std::make_shared<HandleState>();
       e.handle->gate = gate_;
       e.handle->dtype = tensors[i].dtype;
-      e.handle->key = r.Key();
       handles->emplace_back(e.handle);
       entries.push_back(std::move(e));
     }
@@ -231,7 +234,6 @@ class EngineImpl {
     e.request.dtype = DataType::kUInt8;
     e.handle = std::make_shared<HandleState>();
     e.handle->gate = gate_;
-    e.handle->key = e.request.Key();
     *handle = Handle(e.handle);
     std::vector<TensorEntry> v;
     v.push_back(std::move(e));
@@ -584,7 +586,7 @@ class EngineImpl {
       list.shutdown = true;
       shutdown_sent_ = true;
     }
-    TakeWaiting(&list);
+    TakeWaiting(&list, Clock::now());
     return list;
   }
 
@@ -601,46 +603,72 @@ class EngineImpl {
     census_->live.fetch_add(1);
   }
 
-  // A thread of this rank begins or ends waiting on an operation.
+  // A thread of this rank begins or ends waiting on an operation. Cheap:
+  // a synchronous collective calls it twice.
   void OnWait(const HandleState& h, bool begin) {
     const bool submitter = tls_census.census == census_;
-    {
-      std::lock_guard<std::mutex> lock(waiting_mu_);
-      if (begin) {
-        waiting_.insert(h.key);
-        if (submitter) census_->waiting.fetch_add(1);
-      } else {
-        auto it = waiting_.find(h.key);
-        if (it != waiting_.end()) waiting_.erase(it);
-        if (submitter) census_->waiting.fetch_sub(1);
+    std::lock_guard<std::mutex> lock(waiting_mu_);
+    if (begin) {
+      waiters_.push_back(&h);
+      if (submitter) census_->waiting.fetch_add(1);
+    } else {
+      auto it = std::find(waiters_.begin(), waiters_.end(), &h);
+      if (it != waiters_.end()) {
+        *it = waiters_.back();
+        waiters_.pop_back();
       }
-      waiting_dirty_ = true;
+      if (submitter) census_->waiting.fetch_sub(1);
     }
-    // A new wait may complete a deadlock: tell rank 0 now (a waiter that
-    // drives runs the step that does). An ended one travels with this
-    // rank's next list; it cannot matter before, since rank 0 only counts
-    // a wait on an operation the waiting rank has submitted.
-    if (begin && !knobs_.caller_drives) queue_.Wake();
+    episode_.fetch_add(1);
+    report_due_.store(
+        Blocked() ? (Clock::now() + kWaitReportAfter).time_since_epoch().count()
+                  : kNever);
   }
 
-  // What this rank's threads wait on, for rank 0, when it changed: the
-  // keys while every submitting thread waits (the rank is blocked), else
-  // nothing. A change rides on a list that carries other news, or goes
-  // alone when the rank has just become blocked.
-  void TakeWaiting(RequestList* list) {
-    std::lock_guard<std::mutex> lock(waiting_mu_);
-    if (!waiting_dirty_) return;
+  // True while every thread that has submitted to this rank waits (see
+  // ThreadCensus). Called with waiting_mu_ held.
+  bool Blocked() const {
     const int live = census_->live.load();
-    const bool blocked = live > 0 && census_->waiting.load() >= live;
+    return live > 0 && census_->waiting.load() >= live && !waiters_.empty();
+  }
+
+  // What this rank waits on, for rank 0's deadlock check: the keys once
+  // the rank has stayed blocked, waiting on the same operations, for
+  // kWaitReportAfter (synchronous collectives that finish sooner cost
+  // rank 0 nothing, and this rank an atomic load per step); an empty list,
+  // riding on other news, once that wait has ended.
+  void TakeWaiting(RequestList* list, Clock::time_point now) {
+    const int64_t ticks = now.time_since_epoch().count();
+    if (ticks >= report_due_.load()) {
+      std::lock_guard<std::mutex> lock(waiting_mu_);
+      // Under the lock: a wait that began meanwhile set a later due time.
+      if (ticks >= report_due_.load()) {
+        report_due_.store(kNever);
+        if (Blocked()) {  // still (a new thread may have submitted since)
+          list->waiting_update = true;
+          list->waiting = queue_.KeysOf(waiters_);
+          reported_episode_ = episode_.load();
+          rank0_has_waits_ = true;
+          return;
+        }
+      }
+    }
     const bool news =
         !list->requests.empty() || !list->cache_hits.empty() || list->shutdown;
-    if (!news && !blocked) return;
-    list->waiting_update = true;
-    if (blocked)
-      for (auto it = waiting_.begin(); it != waiting_.end();
-           it = waiting_.upper_bound(*it))
-        list->waiting.push_back(*it);
-    waiting_dirty_ = false;
+    if (rank0_has_waits_ && news && episode_.load() != reported_episode_) {
+      list->waiting_update = true;  // that wait is over
+      rank0_has_waits_ = false;
+    }
+  }
+
+  // Milliseconds until TakeWaiting will have a wait to report.
+  int WaitReportDueMs(Clock::time_point now) const {
+    const int64_t due = report_due_.load();
+    if (due == kNever) return 1000;
+    const auto left = Clock::duration(due) - now.time_since_epoch();
+    return static_cast<int>(std::clamp<int64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1,
+        0, 1000));
   }
 
   // Rank 0's step; *finished once the job shut down.
@@ -656,7 +684,8 @@ class EngineImpl {
                   .count() +
               1));
     if (coordinator_->ShouldEmit(now)) timeout = 0;
-    AwaitEvent(std::min(timeout, liveness_->WaitMs(now)));
+    AwaitEvent(
+        std::min({timeout, liveness_->WaitMs(now), WaitReportDueMs(now)}));
     timeline_.MarkCycleStart();
     now = Clock::now();
     RequestList mine = CollectRequests();
@@ -734,7 +763,9 @@ class EngineImpl {
   // A worker's step; *finished once the job shut down.
   Status WorkerStep(int max_wait_ms, bool* finished) {
     ControlLink& ctl = *control_[0];
-    AwaitEvent(std::min(max_wait_ms, liveness_->WaitMs(Clock::now())));
+    const auto before = Clock::now();
+    AwaitEvent(std::min(
+        {max_wait_ms, liveness_->WaitMs(before), WaitReportDueMs(before)}));
     const auto now = Clock::now();
     RequestList mine = CollectRequests();
     Status st;
@@ -884,9 +915,15 @@ class EngineImpl {
   std::thread thread_;
   std::shared_ptr<DriveGate> gate_;
   std::mutex waiting_mu_;
-  std::multiset<std::string> waiting_;  // keys threads are blocked on
+  std::vector<const HandleState*> waiters_;  // what threads wait on now
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  // Clock ticks at which the current waits become worth reporting.
+  std::atomic<int64_t> report_due_{kNever};
+  std::atomic<uint64_t> episode_{0};  // begins and ends of waits so far
+  // Used by the thread running steps only:
+  uint64_t reported_episode_ = 0;  // episode_ when rank 0 last heard
+  bool rank0_has_waits_ = false;   // rank 0 holds a non-empty list
   std::shared_ptr<ThreadCensus> census_ = std::make_shared<ThreadCensus>();
-  bool waiting_dirty_ = false;              // changed since last reported
   std::mutex drive_mu_;                     // held by whoever runs steps
   std::atomic<int> callers_{0};             // waiters driving or about to
   std::atomic<int64_t> last_drive_end_{0};  // steady clock ticks

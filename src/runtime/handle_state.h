@@ -27,8 +27,6 @@ struct HandleState {
   // The element type of the tensor this handle was enqueued with (outputs
   // have it too), so adapters need not remember it.
   DataType dtype = DataType::kUInt8;
-  // The operation's key (process set and name), reported while waited on.
-  std::string key;
   // Set at enqueue: the way back to the engine for waiting threads.
   std::shared_ptr<DriveGate> gate;
 

@@ -3,6 +3,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace horovod {
 
 TensorQueue::TensorQueue() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
@@ -34,6 +36,21 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
   }
   Wake();
   return Status::OK();
+}
+
+std::vector<std::string> TensorQueue::KeysOf(
+    const std::vector<const HandleState*>& handles) {
+  std::vector<std::string> keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& kv : in_flight_)
+      if (std::find(handles.begin(), handles.end(), kv.second.handle.get()) !=
+          handles.end())
+        keys.push_back(kv.first);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
 }
 
 std::vector<Request> TensorQueue::TakeNew() {

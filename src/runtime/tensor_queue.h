@@ -52,6 +52,11 @@ class TensorQueue {
                 std::vector<TensorEntry>* out, std::vector<bool>* present);
   // Copies the in-flight request under `key`; false if there is none.
   bool Find(const std::string& key, Request* out);
+  // The keys of the in-flight entries behind `handles`, sorted, each once;
+  // handles whose entry has left the queue (executing or done) are
+  // skipped. Scans every entry: for rare reports, not the data path.
+  std::vector<std::string> KeysOf(
+      const std::vector<const HandleState*>& handles);
   // Fails every in-flight entry; later Adds are refused with `status`.
   void FailAll(const Status& status);
   int wake_fd() const { return wake_fd_; }

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -110,18 +109,20 @@ TEST(DriveGate, CloseWaitsForDriversInside) {
 TEST(DriveGate, WaitsAreReportedFromStartToEnd) {
   // No drive function: waiters sleep, and still report what they wait on,
   // also when the wait times out.
-  std::vector<std::pair<std::string, bool>> events;
+  std::vector<std::pair<const HandleState*, bool>> events;
   auto gate = std::make_shared<DriveGate>(
       DriveGate::DriveFn(), [&](const HandleState& h, bool begin) {
-        events.emplace_back(h.key, begin);
+        events.emplace_back(&h, begin);
       });
   auto state = std::make_shared<HandleState>();
   state->gate = gate;
-  state->key = "0:allreduce.x";
   EXPECT_EQ(Handle(state).Wait(0.01).code(), StatusCode::kTimeout);
   ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0], std::make_pair(std::string("0:allreduce.x"), true));
-  EXPECT_EQ(events[1], std::make_pair(std::string("0:allreduce.x"), false));
+  EXPECT_EQ(events[0],
+            std::make_pair(static_cast<const HandleState*>(state.get()), true));
+  EXPECT_EQ(
+      events[1],
+      std::make_pair(static_cast<const HandleState*>(state.get()), false));
   EXPECT_FALSE(gate->Drive(*state, SteadyClock::now()));
   state->Complete(Status::OK());
   EXPECT_TRUE(Handle(state).Wait().ok());  // done: nothing to report
