@@ -82,12 +82,10 @@ bool Coordinator::WaitsFor(int r, const std::string& key,
   if (it == table_.end()) return false;
   const Pending& p = it->second;
   if (p.complete || !p.have[r]) return false;
-  const Request& any = First(p);
-  const std::vector<int>* members = Members(any.process_set);
+  const std::vector<int>* members = Members(First(p).process_set);
   if (members == nullptr) return false;
-  const bool joined_counts = any.op <= static_cast<uint8_t>(OpType::kBarrier);
   for (int m : *members)
-    if (!p.have[m] && !(joined_counts && joined_[m])) missing->push_back(m);
+    if (!Present(p, m)) missing->push_back(m);
   return !missing->empty();
 }
 
@@ -100,6 +98,11 @@ bool Coordinator::WaitsFor(int r, const std::string& key,
 // is failed: a thread a rank has just started, and the engine does not know
 // of yet, may be about to submit what the others wait for.
 void Coordinator::FindDeadlock(Clock::time_point now) {
+  // The common case, every list: nobody reported a wait, nothing to undo.
+  if (deadlocked_.empty() &&
+      std::all_of(waiting_.begin(), waiting_.end(),
+                  [](const std::vector<std::string>& w) { return w.empty(); }))
+    return;
   const int n = config_.size;
   std::vector<bool> stuck(n, false);
   std::vector<int> missing;
@@ -192,13 +195,11 @@ void Coordinator::FailDeadlocked(ResponseList* list) {
     auto it = table_.find(key);
     if (it == table_.end()) continue;
     const Request& q = First(it->second);
-    if (q.group_size > 0)
-      groups.insert(std::to_string(q.process_set) + ":" + q.group);
+    if (q.group_size > 0) groups.insert(TensorKey(q.process_set, q.group));
   }
   for (const auto& kv : table_) {
     const Request& q = First(kv.second);
-    if (q.group_size > 0 &&
-        groups.count(std::to_string(q.process_set) + ":" + q.group) &&
+    if (q.group_size > 0 && groups.count(TensorKey(q.process_set, q.group)) &&
         std::find(keys.begin(), keys.end(), kv.first) == keys.end())
       keys.push_back(kv.first);
   }
@@ -242,15 +243,18 @@ void Coordinator::AddRequest(Request r, Clock::time_point now) {
   p.requests[rank] = std::move(r);
 }
 
-bool Coordinator::IsComplete(const Pending& p) const {
-  const Request* any = &First(p);
-  const std::vector<int>* members = Members(any->process_set);
-  if (members == nullptr) return true;  // reported as an error
+bool Coordinator::Present(const Pending& p, int m) const {
   // A joined rank stands in for every collective (allreduce gets its zeros;
   // the others fail with a clear error rather than wait forever).
-  bool joined_counts = any->op <= static_cast<uint8_t>(OpType::kBarrier);
+  return p.have[m] ||
+         (joined_[m] && First(p).op <= static_cast<uint8_t>(OpType::kBarrier));
+}
+
+bool Coordinator::IsComplete(const Pending& p) const {
+  const std::vector<int>* members = Members(First(p).process_set);
+  if (members == nullptr) return true;  // reported as an error
   for (int m : *members)
-    if (!p.have[m] && !(joined_counts && joined_[m])) return false;
+    if (!Present(p, m)) return false;
   return true;
 }
 
@@ -504,7 +508,7 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
     if (p.complete) {
       ready.emplace_back(p.order, kv);
       if (any->group_size > 0)
-        group_ready[std::to_string(any->process_set) + ":" + any->group]++;
+        group_ready[TensorKey(any->process_set, any->group)]++;
       continue;
     }
     double waited = std::chrono::duration<double>(now - p.first_seen).count();
@@ -535,7 +539,7 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
       continue;
     }
     if (any->group_size > 0) {
-      std::string g = std::to_string(any->process_set) + ":" + any->group;
+      std::string g = TensorKey(any->process_set, any->group);
       if (group_ready[g] < any->group_size) continue;
     }
     Response resp = Validate(p);

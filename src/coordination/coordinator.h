@@ -76,6 +76,8 @@ class Coordinator {
 
   void AddRequest(Request r, Clock::time_point now);
   void RefreshCompleteness(Clock::time_point now);
+  // Member m has submitted p, or stands in for it having joined.
+  bool Present(const Pending& p, int m) const;
   bool IsComplete(const Pending& p) const;
   std::vector<int> Missing(const Pending& p) const;
   Response Validate(const Pending& p);

@@ -183,15 +183,14 @@ class EngineImpl {
     std::vector<TensorEntry> entries;
     handles->clear();
     std::string group;
-    const std::string base =
-        args.name.empty() ? AutoName(op)
-                          : (tensors.size() > 1 ? args.name : std::string());
+    const std::string auto_name = args.name.empty() ? AutoName(op) : "";
+    const std::string& base = args.name.empty() ? auto_name : args.name;
     for (size_t i = 0; i < tensors.size(); ++i) {
       TensorEntry e;
       Request& r = e.request;
       r.rank = job_.rank;
       r.op = static_cast<uint8_t>(op);
-      r.name = base.empty() ? args.name : base;
+      r.name = base;
       // Upstream's form for the members of a group: <base>_<k>of<n>.
       if (tensors.size() > 1)
         r.name +=
