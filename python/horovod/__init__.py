@@ -16,7 +16,6 @@ __engine_version__ = "0.1.0"
 # Upstream modules this build does not provide yet: importing one fails with
 # one line saying so, instead of a bare "No module named ...".
 _NOT_BUILT = {
-    "horovod.tensorflow": "the TensorFlow adapter",
     "horovod.keras": "the Keras adapter",
     "horovod.mxnet": "the MXNet adapter",
     "horovod.spark": "the Spark integration",

@@ -135,6 +135,10 @@ class Collectives:
             self._unnamed[ps] = k + 1
             return k
 
+    @property
+    def basics(self):
+        return self._basics
+
     @staticmethod
     def process_set_id(process_set):
         if not isinstance(process_set, ProcessSet):
@@ -200,6 +204,23 @@ class EngineArray:
 
 def output_array(core_handle):
     return EngineArray(core_handle)
+
+
+_process_lock = threading.Lock()
+_process_collectives = None
+
+
+def process_collectives():
+    """The one Collectives (and, through it, the one HorovodBasics and
+    engine) of this process, shared by every framework adapter: a Keras
+    script on the torch backend and horovod.torch calls in the same process
+    use one job, one init and one numbering of unnamed operations."""
+    global _process_collectives
+    with _process_lock:
+        if _process_collectives is None:
+            from horovod.common.basics import HorovodBasics
+            _process_collectives = Collectives(HorovodBasics())
+        return _process_collectives
 
 
 # -- objects -----------------------------------------------------------------

@@ -8,15 +8,14 @@ import numbers
 import torch
 
 from horovod.common import ops as _ops
-from horovod.common.basics import HorovodBasics
 from horovod.common.exceptions import HorovodInternalError  # noqa: F401
 from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
                                 Product, Sum, resolve_op)
 from horovod.common.process_sets import ProcessSet  # noqa: F401
 from horovod.common.process_sets import global_process_set
 
-_basics = HorovodBasics()
-_collectives = _ops.Collectives(_basics)
+_collectives = _ops.process_collectives()
+_basics = _collectives.basics
 _OP = _ops.OpType
 
 init = _basics.init

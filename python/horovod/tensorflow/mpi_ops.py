@@ -1,0 +1,633 @@
+"""Collective operations on TensorFlow tensors, with upstream Horovod's names,
+signatures, defaults, gradients and error types.
+
+Eagerly, tensors cross into the engine through DLPack without a copy: an
+allreduce or broadcast copies its input once into a fresh tensor that the
+engine overwrites, and outputs the engine allocates come back through DLPack.
+Inside a tf.function or a tf.compat.v1 graph, each forward and each backward
+of a collective is one tf.py_function that runs the same eager code when the
+graph executes, so nothing is compiled against TensorFlow. XLA cannot run
+Python: under jit_compile=True the collectives refuse to be traced.
+
+Names: eagerly, an unnamed operation is numbered per process set
+(`allreduce.noname.<N>`), as in horovod.torch. In a graph it is named at trace
+time after its input tensor, as upstream does, so each execution of the graph
+reuses one name and the engine's response cache serves it.
+
+Thread-safety: as horovod.common.ops; every function may be called from any
+thread.
+"""
+
+import numbers
+import re
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
+
+from horovod.common import ops as _ops
+from horovod.common.exceptions import (HorovodInternalError,  # noqa: F401
+                                       HorovodInvalidArgumentError)
+from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
+                                Product, Sum, resolve_op)
+from horovod.common.process_sets import ProcessSet  # noqa: F401
+from horovod.common.process_sets import global_process_set
+
+_collectives = _ops.process_collectives()
+_basics = _collectives.basics
+_OP = _ops.OpType
+
+init = _basics.init
+shutdown = _basics.shutdown
+is_initialized = _basics.is_initialized
+size = _basics.size
+rank = _basics.rank
+local_size = _basics.local_size
+local_rank = _basics.local_rank
+cross_size = _basics.cross_size
+cross_rank = _basics.cross_rank
+is_homogeneous = _basics.is_homogeneous
+mpi_threads_supported = _basics.mpi_threads_supported
+mpi_enabled = _basics.mpi_enabled
+mpi_built = _basics.mpi_built
+gloo_enabled = _basics.gloo_enabled
+gloo_built = _basics.gloo_built
+nccl_built = _basics.nccl_built
+ddl_built = _basics.ddl_built
+ccl_built = _basics.ccl_built
+cuda_built = _basics.cuda_built
+rocm_built = _basics.rocm_built
+add_process_set = _basics.add_process_set
+remove_process_set = _basics.remove_process_set
+start_timeline = _basics.start_timeline
+stop_timeline = _basics.stop_timeline
+
+
+def _executing_eagerly():
+    return tf.executing_eagerly()
+
+
+def _normalize_name(name):
+    """An operation name made of TensorFlow's name characters."""
+    return re.sub("[^a-zA-Z0-9_]", "_", name)
+
+
+def _op_name(kind, tensor, name, ignore_name_scope):
+    """The name an operation negotiates under. Eagerly: as given (None
+    numbers it). In a graph: as given or after the input tensor, under the
+    current name scope unless ignore_name_scope, made unique in the graph
+    so one graph never submits two operations under one name."""
+    if tf.executing_eagerly():
+        return name
+    graph = tf.compat.v1.get_default_graph()
+    if name is None:
+        name = "%s_%s" % (kind, _normalize_name(tensor.name))
+    if not ignore_name_scope:
+        scope = graph.get_name_scope()
+        if scope:
+            name = scope + "/" + name
+    return graph.unique_name(name, mark_as_used=True)
+
+
+def _check_not_xla():
+    if control_flow_util.GraphOrParentsInXlaContext(
+            tf.compat.v1.get_default_graph()):
+        raise NotImplementedError(
+            "horovod.tensorflow collectives cannot run under XLA "
+            "(tf.function(jit_compile=True) or a Keras model compiled with "
+            "jit_compile=True): XLA cannot call back into Horovod's engine. "
+            "Compile without jit_compile (rank %d)" % rank())
+
+
+def _run(fn, inputs, touts):
+    """Runs fn (a list of eager tensors in, a list out) now when eager, or
+    as one py_function of the graph being built."""
+    inputs = list(inputs)
+    if tf.executing_eagerly():
+        return fn(inputs)
+    _check_not_xla()
+    return tf.py_function(lambda *xs: fn(list(xs)), inputs, list(touts))
+
+
+def _differentiable(forward, backward, tensors):
+    """forward(tensors) with backward(output grads) as its gradient, for
+    floating-point inputs; integer inputs have no gradient."""
+    if not all(t.dtype.is_floating for t in tensors):
+        return forward(tensors)
+
+    @tf.custom_gradient
+    def op(*xs):
+        ys = forward(list(xs))
+
+        def grad(*dys):
+            dys = [tf.zeros_like(y) if dy is None else dy
+                   for y, dy in zip(ys, dys)]
+            return backward(dys)
+        return ys, grad
+    return list(op(*tensors))
+
+
+# -- eager building blocks ---------------------------------------------------
+# Each starts one engine operation over eager tensors and returns its handle;
+# synchronize() then returns a list of eager tensors.
+
+def _capsule(tensor):
+    try:
+        return tf.experimental.dlpack.to_dlpack(tensor)
+    except Exception:
+        raise HorovodInvalidArgumentError(
+            "unsupported tensor dtype %s (rank %d): horovod supports uint8, "
+            "int8, int16, int32, int64, float16, bfloat16, float32, float64 "
+            "and bool" % (tensor.dtype.name, rank())) from None
+
+
+def _fresh_copy(tensor):
+    """A tensor with its own buffer, which the engine may overwrite before
+    anything else sees it."""
+    return tf.raw_ops.DeepCopy(x=tensor)
+
+
+def _engine_tensor(core_handle):
+    return tf.experimental.dlpack.from_dlpack(
+        _ops.output_array(core_handle).__dlpack__())
+
+
+def _engine_tensors(core_handles):
+    return [_engine_tensor(h) for h in core_handles]
+
+
+def _start_in_place(op, tensors, prefix, name, process_set, **kw):
+    outs = [_fresh_copy(t) for t in tensors]
+    return _collectives.enqueue(op, [_capsule(o) for o in outs], prefix, name,
+                                lambda _: outs, process_set=process_set, **kw)
+
+
+def _start_allreduce(tensors, prefix, name, op, prescale, postscale,
+                     process_set):
+    return _start_in_place(_OP.allreduce, tensors, prefix, name, process_set,
+                           reduce_op=op, prescale=prescale,
+                           postscale=postscale)
+
+
+def _start_broadcast(tensors, prefix, name, root_rank, process_set):
+    return _start_in_place(_OP.broadcast, tensors, prefix, name, process_set,
+                           root=root_rank)
+
+
+def _start_gathering(op, tensors, prefix, name, process_set, **kw):
+    """An operation whose outputs the engine allocates; `tensors` stay
+    referenced until it finishes, since the engine reads their memory."""
+    return _collectives.enqueue(
+        op, [_capsule(t) for t in tensors], prefix, name,
+        lambda chs, _inputs=tensors: _engine_tensors(chs),
+        process_set=process_set, **kw)
+
+
+def _start_allgather(tensors, prefix, name, process_set):
+    return _start_gathering(_OP.allgather, tensors, prefix, name, process_set)
+
+
+def _start_reducescatter(tensors, prefix, name, op, prescale, postscale,
+                         process_set):
+    return _start_gathering(_OP.reducescatter, tensors, prefix, name,
+                            process_set, reduce_op=op, prescale=prescale,
+                            postscale=postscale)
+
+
+def _split_counts(splits):
+    """alltoall's splits as a list of ints, or [] for even splits."""
+    if splits is None:
+        return []
+    if isinstance(splits, (tf.Tensor, tf.Variable, np.ndarray)):
+        dtype = tf.as_dtype(splits.dtype)
+        if not dtype.is_integer:
+            raise HorovodInvalidArgumentError(
+                "alltoall splits must be integers, got %s (rank %d)"
+                % (dtype.name, rank()))
+        return [int(s) for s in np.asarray(splits).reshape(-1)]
+    counts = list(splits)
+    for s in counts:
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+            raise HorovodInvalidArgumentError(
+                "alltoall splits must be integers, got %r (rank %d)"
+                % (s, rank()))
+    return [int(s) for s in counts]
+
+
+def _start_alltoall(tensor, splits, name, process_set):
+    def finish(chs, _input=tensor):
+        received = tf.constant(list(chs[0].received_splits), dtype=tf.int32)
+        return [_engine_tensor(chs[0]), received]
+    return _collectives.enqueue(_OP.alltoall, [_capsule(tensor)], "alltoall",
+                                name, finish, splits=_split_counts(splits),
+                                process_set=process_set)
+
+
+def _now(handle):
+    return _collectives.synchronize(handle)
+
+
+def _rows_of_this_rank(grad, dim0s, process_set):
+    """This rank's rows of a gradient of an allgather output."""
+    me = process_set.rank()
+    start = int(np.sum(dim0s[:me]))
+    return grad[start:start + int(dim0s[me])]
+
+
+def _dim0(tensor):
+    return int(tensor.shape[0]) if tensor.shape.rank else 0
+
+
+def _set_shapes(outs, shapes):
+    for o, s in zip(outs, shapes):
+        o.set_shape(s)
+    return outs
+
+
+def _rows_unknown(tensor):
+    shape = tensor.shape
+    if shape.rank is None or shape.rank == 0:
+        return shape
+    return tf.TensorShape([None]).concatenate(shape[1:])
+
+
+# -- allreduce ---------------------------------------------------------------
+
+def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
+                       postscale_factor=1.0, ignore_name_scope=False,
+                       process_set=global_process_set,
+                       prefix="grouped_allreduce"):
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    name = _op_name("HorovodAllreduce", tensors[0], name, ignore_name_scope)
+
+    def forward(xs):
+        return _set_shapes(_run(
+            lambda ts: _now(_start_allreduce(ts, prefix, name, op,
+                                             prescale_factor,
+                                             postscale_factor, process_set)),
+            xs, [x.dtype for x in xs]), [x.shape for x in xs])
+
+    def backward(dys):
+        return _grouped_allreduce(dys, None, op, prescale_factor,
+                                  postscale_factor, True, process_set, prefix)
+    return _differentiable(forward, backward, tensors)
+
+
+def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0,
+               postscale_factor=1.0, ignore_name_scope=False,
+               process_set=global_process_set):
+    """Reduces `tensor` over the set (differentiable; no compression)."""
+    return _grouped_allreduce([tensor], name, op, prescale_factor,
+                              postscale_factor, ignore_name_scope,
+                              process_set, prefix="allreduce")[0]
+
+
+def _sparse_allreduce(slices, name, op, prescale_factor, postscale_factor,
+                      ignore_name_scope, process_set):
+    """An IndexedSlices is reduced by gathering every rank's values and
+    indices (values averaged for Average), as upstream."""
+    if op not in (Average, Sum):
+        raise HorovodInvalidArgumentError(
+            "allreduce of tf.IndexedSlices supports op=Average or Sum only "
+            "(rank %d); pass sparse_as_dense=True to reduce it densely"
+            % rank())
+    values, indices = _grouped_allgather(
+        [slices.values, slices.indices],
+        None if name is None else name + "_sparse", ignore_name_scope,
+        process_set)
+    scale = prescale_factor * postscale_factor
+    if op == Average:
+        scale /= process_set.size()
+    if scale != 1.0:
+        values = values * tf.cast(scale, values.dtype)
+    return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
+
+
+def allreduce(tensor, average=None, device_dense="", device_sparse="",
+              compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, name=None,
+              process_set=global_process_set, ignore_name_scope=False):
+    """Reduces `tensor` over every rank of the process set (Average by
+    default). A tf.IndexedSlices is allgathered instead. Differentiable."""
+    from horovod.tensorflow.compression import Compression
+    op = resolve_op(average, op)
+    if isinstance(tensor, tf.IndexedSlices):
+        return _sparse_allreduce(tensor, name, op, prescale_factor,
+                                 postscale_factor, ignore_name_scope,
+                                 process_set)
+    compression = compression or Compression.none
+    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+    reduced = _allreduce(compressed, name, op, prescale_factor,
+                         postscale_factor, ignore_name_scope, process_set)
+    return compression.decompress(reduced, ctx)
+
+
+def grouped_allreduce(tensors, average=None, device_dense="",
+                      device_sparse="", compression=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set, ignore_name_scope=False,
+                      name=None):
+    """allreduce of each tensor, negotiated and fused as one unit."""
+    from horovod.tensorflow.compression import Compression
+    op = resolve_op(average, op)
+    tensors = list(tensors)
+    sparse = [i for i, t in enumerate(tensors)
+              if isinstance(t, tf.IndexedSlices)]
+    out = list(tensors)
+    for i in sparse:
+        out[i] = _sparse_allreduce(
+            tensors[i], None if name is None else "%s_%d" % (name, i), op,
+            prescale_factor, postscale_factor, ignore_name_scope, process_set)
+    dense = [i for i in range(len(tensors)) if i not in sparse]
+    compression = compression or Compression.none
+    pairs = [compression.compress(tf.convert_to_tensor(tensors[i]))
+             for i in dense]
+    reduced = _grouped_allreduce([c for c, _ in pairs], name, op,
+                                 prescale_factor, postscale_factor,
+                                 ignore_name_scope, process_set)
+    for i, r, (_, ctx) in zip(dense, reduced, pairs):
+        out[i] = compression.decompress(r, ctx)
+    return out
+
+
+# -- allgather ---------------------------------------------------------------
+
+def _grouped_allgather(tensors, name=None, ignore_name_scope=False,
+                       process_set=global_process_set,
+                       prefix="grouped_allgather"):
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    name = _op_name("HorovodAllgather", tensors[0], name, ignore_name_scope)
+
+    def forward(xs):
+        return _set_shapes(_run(
+            lambda ts: _now(_start_allgather(ts, prefix, name, process_set)),
+            xs, [x.dtype for x in xs]), [_rows_unknown(x) for x in xs])
+
+    def backward(dys):
+        # Upstream: each output gradient averaged over the set, then every
+        # rank keeps its own rows.
+        def grads(ts):
+            n = len(ts) - 1
+            dim0s = ts[n]
+            h_sum = _start_allreduce(ts[:n], "grouped_allreduce", None,
+                                     Average, 1.0, 1.0, process_set)
+            h_dim = _start_allgather([dim0s], "allgather", None, process_set)
+            reduced = _now(h_sum)
+            table = _now(h_dim)[0].numpy().reshape(process_set.size(), n)
+            return [_rows_of_this_rank(g, table[:, i], process_set)
+                    for i, g in enumerate(reduced)]
+        dim0s = tf.constant([[_dim0(x) for x in tensors]], dtype=tf.int64) \
+            if all(x.shape.rank is not None and (x.shape.rank == 0 or
+                                                 x.shape[0] is not None)
+                   for x in tensors) else \
+            tf.stack([[tf.shape(x, out_type=tf.int64)[0] for x in tensors]])
+        return _set_shapes(_run(grads, dys + [dim0s],
+                                [d.dtype for d in dys]),
+                           [x.shape for x in tensors])
+    return _differentiable(forward, backward, tensors)
+
+
+def allgather(tensor, name=None, ignore_name_scope=False,
+              process_set=global_process_set):
+    """Concatenates every rank's tensor along dimension 0 (differentiable)."""
+    return _grouped_allgather([tensor], name, ignore_name_scope, process_set,
+                              prefix="allgather")[0]
+
+
+def grouped_allgather(tensors, name=None, ignore_name_scope=False,
+                      process_set=global_process_set):
+    """allgather of each tensor, negotiated as one unit (differentiable)."""
+    return _grouped_allgather(list(tensors), name, ignore_name_scope,
+                              process_set)
+
+
+# -- broadcast ---------------------------------------------------------------
+
+def _grouped_broadcast(tensors, root_rank, name=None, ignore_name_scope=False,
+                       process_set=global_process_set,
+                       prefix="grouped_broadcast"):
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    name = _op_name("HorovodBroadcast", tensors[0], name, ignore_name_scope)
+
+    def forward(xs):
+        return _set_shapes(_run(
+            lambda ts: _now(_start_broadcast(ts, prefix, name, root_rank,
+                                             process_set)),
+            xs, [x.dtype for x in xs]), [x.shape for x in xs])
+
+    def backward(dys):
+        # Upstream: the gradient averaged over the set, kept by the root.
+        reduced = _grouped_allreduce(dys, None, Average,
+                                     ignore_name_scope=True,
+                                     process_set=process_set)
+        if rank() != root_rank:
+            reduced = [r * 0 for r in reduced]
+        return reduced
+    return _differentiable(forward, backward, tensors)
+
+
+def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
+              process_set=global_process_set):
+    """Returns root_rank's tensor on every rank (differentiable)."""
+    return _grouped_broadcast([tensor], root_rank, name, ignore_name_scope,
+                              process_set, prefix="broadcast")[0]
+
+
+def broadcast_(variables, root_rank, name=None,
+               process_set=global_process_set):
+    """Overwrites each variable with root_rank's value, as one negotiated
+    unit. Returns the variables (eagerly) or the assign ops (in a graph)."""
+    single = not isinstance(variables, (list, tuple))
+    variables = [variables] if single else list(variables)
+    for v in variables:
+        if not isinstance(v, tf.Variable):
+            raise HorovodInvalidArgumentError(
+                "broadcast_ works in place on tf.Variable objects, got %s "
+                "(rank %d)" % (type(v).__name__, rank()))
+    values = _grouped_broadcast([v.read_value() for v in variables],
+                                root_rank, name, process_set=process_set)
+    out = [v.assign(x) for v, x in zip(variables, values)]
+    return out[0] if single else out
+
+
+# -- alltoall ----------------------------------------------------------------
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
+             process_set=global_process_set):
+    """Sends splits[i] rows of `tensor` to rank i of the set (even splits
+    when None). Returns the received rows and the received splits (int32),
+    as upstream. Differentiable in `tensor`."""
+    tensor = tf.convert_to_tensor(tensor)
+    name = _op_name("HorovodAlltoall", tensor, name, ignore_name_scope)
+    if splits is not None and not isinstance(splits, (tf.Tensor, tf.Variable)):
+        splits = tf.constant(_split_counts(splits), dtype=tf.int32)
+    if splits is not None and not tf.as_dtype(splits.dtype).is_integer:
+        raise HorovodInvalidArgumentError(
+            "alltoall splits must be integers, got %s (rank %d)"
+            % (tf.as_dtype(splits.dtype).name, rank()))
+
+    def exchange(ts):
+        return _now(_start_alltoall(ts[0], ts[1] if len(ts) > 1 else None,
+                                    name, process_set))
+    inputs = [tensor] if splits is None else [tensor, splits]
+    if not tensor.dtype.is_floating:
+        out, received = _set_shapes(
+            _run(exchange, inputs, [tensor.dtype, tf.int32]),
+            [_rows_unknown(tensor), [None]])
+        return out, received
+
+    @tf.custom_gradient
+    def op(x):
+        out, received = _set_shapes(
+            _run(exchange, [x] + inputs[1:], [x.dtype, tf.int32]),
+            [_rows_unknown(x), [None]])
+
+        def grad(dy, _):
+            back, _ = alltoall(dy, received, ignore_name_scope=True,
+                               process_set=process_set)
+            back.set_shape(x.shape)
+            return back
+        return (out, received), grad
+    return op(tensor)
+
+
+# -- reducescatter -----------------------------------------------------------
+
+def _grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
+                           postscale_factor=1.0, ignore_name_scope=False,
+                           process_set=global_process_set,
+                           prefix="grouped_reducescatter"):
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    name = _op_name("HorovodReducescatter", tensors[0], name,
+                    ignore_name_scope)
+
+    def forward(xs):
+        return _set_shapes(_run(
+            lambda ts: _now(_start_reducescatter(ts, prefix, name, op,
+                                                 prescale_factor,
+                                                 postscale_factor,
+                                                 process_set)),
+            xs, [x.dtype for x in xs]), [_rows_unknown(x) for x in xs])
+
+    def backward(dys):
+        # Upstream: each rank's output gradient gathered back to full shape,
+        # times the set size for Sum; the scale factors apply as forward.
+        scale = prescale_factor * postscale_factor
+        if op == Sum:
+            scale *= process_set.size()
+        gathered = _run(
+            lambda ts: _now(_start_allgather(ts, "grouped_allgather", None,
+                                             process_set)),
+            dys, [d.dtype for d in dys])
+        gathered = _set_shapes(gathered, [x.shape for x in tensors])
+        if scale != 1.0:
+            gathered = [g * tf.cast(scale, g.dtype) for g in gathered]
+        return gathered
+    return _differentiable(forward, backward, tensors)
+
+
+def reducescatter(tensor, device_dense="", compression=None, op=Average,
+                  name=None, process_set=global_process_set,
+                  ignore_name_scope=False, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    """Reduces `tensor` over the set and returns this rank's share of
+    dimension 0 (the first dim0 % size ranks get one extra row).
+    Differentiable."""
+    from horovod.tensorflow.compression import Compression
+    compression = compression or Compression.none
+    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+    out = _grouped_reducescatter([compressed], name,
+                                 Average if op is None else op,
+                                 prescale_factor, postscale_factor,
+                                 ignore_name_scope, process_set,
+                                 prefix="reducescatter")[0]
+    return compression.decompress(out, ctx)
+
+
+def grouped_reducescatter(tensors, device_dense="", compression=None,
+                          op=Average, process_set=global_process_set,
+                          prescale_factor=1.0, postscale_factor=1.0,
+                          name=None, ignore_name_scope=False):
+    """reducescatter of each tensor, negotiated as one unit."""
+    from horovod.tensorflow.compression import Compression
+    compression = compression or Compression.none
+    pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
+    outs = _grouped_reducescatter([c for c, _ in pairs], name,
+                                  Average if op is None else op,
+                                  prescale_factor, postscale_factor,
+                                  ignore_name_scope, process_set)
+    return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
+
+
+# -- control -----------------------------------------------------------------
+
+def join():
+    """Declares this rank out of data: until every rank has joined, it takes
+    part in other ranks' allreduces with zeros. Returns the last rank to
+    join, as an int32 tensor."""
+    return _run(lambda _: [tf.constant(_collectives.join(), dtype=tf.int32)],
+                [], [tf.int32])[0]
+
+
+def barrier(process_set=global_process_set):
+    """Blocks until every rank of the set has reached the barrier. In a
+    graph, returns the op that does so when run."""
+    def wait(_):
+        _collectives.barrier(process_set)
+        return [tf.constant(0, dtype=tf.int32)]
+    if tf.executing_eagerly():
+        wait([])
+        return None
+    return _run(wait, [], [tf.int32])[0].op
+
+
+def _topology_op(value_fn, name):
+    """An int32 scalar read when the graph runs (so a graph built before a
+    job re-forms still reports the job it runs in)."""
+    with tf.name_scope(name or "horovod_topology"):
+        return tf.reshape(_run(
+            lambda _: [tf.constant(value_fn(), dtype=tf.int32)],
+            [], [tf.int32])[0], [])
+
+
+def _set_of(process_set_id):
+    for ps in list(_basics._process_sets.values()):
+        if ps.process_set_id == process_set_id:
+            return ps
+    raise HorovodInvalidArgumentError(
+        "process set %r is not registered (rank %d)" % (process_set_id,
+                                                        rank()))
+
+
+def size_op(process_set_id=0, name=None):
+    """The number of ranks in the process set, as an int32 tensor."""
+    return _topology_op(lambda: _set_of(process_set_id).size(), name)
+
+
+def local_size_op(name=None):
+    """The number of ranks on this host, as an int32 tensor."""
+    return _topology_op(local_size, name)
+
+
+def rank_op(name=None):
+    """This process's rank, as an int32 tensor."""
+    return _topology_op(rank, name)
+
+
+def local_rank_op(name=None):
+    """This process's rank on its host, as an int32 tensor."""
+    return _topology_op(local_rank, name)
+
+
+def process_set_included_op(process_set_id=0, name=None):
+    """1 if this rank belongs to the process set, else 0 (int32 tensor)."""
+    return _topology_op(lambda: int(_set_of(process_set_id).included()),
+                        name)
