@@ -132,6 +132,9 @@ class Engine {
   // In place: every member receives root's tensor.
   Status Broadcast(const TensorView& tensor, const CollectiveArgs& args,
                    Handle* handle);
+  Status GroupedBroadcast(const std::vector<TensorView>& tensors,
+                          const CollectiveArgs& args,
+                          std::vector<Handle>* handles);
   // Sends args.splits[i] rows to member i (even split when empty).
   Status Alltoall(const TensorView& tensor, const CollectiveArgs& args,
                   Handle* handle);

@@ -17,6 +17,7 @@ __engine_version__ = "0.1.0"
 # one line saying so, instead of a bare "No module named ...".
 _NOT_BUILT = {
     "horovod.keras": "the Keras adapter",
+    "horovod.tensorflow.keras": "the Keras adapter",
     "horovod.mxnet": "the MXNet adapter",
     "horovod.spark": "the Spark integration",
     "horovod.ray": "the Ray integration",

@@ -249,10 +249,11 @@ NB_MODULE(_core, m) {
                  st = eng.GroupedReducescatter(views, args, &handles);
                  break;
                case OpType::kBroadcast:
-                 handles.resize(1);
-                 st = eng.Broadcast(views.at(0), args, &handles[0]);
+                 st = eng.GroupedBroadcast(views, args, &handles);
                  break;
                case OpType::kAlltoall:
+                 if (views.size() != 1)
+                   throw nb::value_error("alltoall takes one tensor");
                  handles.resize(1);
                  st = eng.Alltoall(views.at(0), args, &handles[0]);
                  break;

@@ -988,6 +988,11 @@ Status Engine::Broadcast(const TensorView& t, const CollectiveArgs& a,
   std::vector<Handle> hs;
   return One(impl_->Enqueue(OpType::kBroadcast, {t}, a, &hs), hs, h);
 }
+Status Engine::GroupedBroadcast(const std::vector<TensorView>& ts,
+                                const CollectiveArgs& a,
+                                std::vector<Handle>* hs) {
+  return impl_->Enqueue(OpType::kBroadcast, ts, a, hs);
+}
 Status Engine::Alltoall(const TensorView& t, const CollectiveArgs& a,
                         Handle* h) {
   std::vector<Handle> hs;

@@ -148,6 +148,33 @@ TEST(Engine, CollectivesMismatchAndShutdown) {
   ExpectEveryRankOk(failures);
 }
 
+// Every member of a grouped broadcast receives the root's tensor, whatever
+// its dtype and size.
+TEST(Engine, GroupedBroadcastDeliversEveryMember) {
+  const int n = 3;
+  ExpectEveryRankOk(RunRanks(n, [&](Engine* e, int r, std::string* fail) {
+    std::vector<int32_t> a(5, r);
+    std::vector<double> b(1000, r + 0.5);
+    std::vector<uint8_t> c(3, static_cast<uint8_t>(r));
+    CollectiveArgs args;
+    args.name = "members";
+    args.root = 1;
+    std::vector<Handle> hs;
+    if (!e->GroupedBroadcast({{a.data(), DataType::kInt32, {5}},
+                              {b.data(), DataType::kFloat64, {1000}},
+                              {c.data(), DataType::kUInt8, {3}}},
+                             args, &hs)
+             .ok() ||
+        hs.size() != 3) {
+      *fail += "enqueue;";
+      return;
+    }
+    for (Handle& h : hs)
+      if (!h.Wait(30).ok()) *fail += "wait;";
+    if (a[4] != 1 || b[999] != 1.5 || c[2] != 1) *fail += "values;";
+  }));
+}
+
 double ThreadCpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

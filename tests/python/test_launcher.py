@@ -146,8 +146,7 @@ def test_unknown_flag_is_one_line():
         "(see horovodrun --help)"], out.stderr
 
 
-@pytest.mark.parametrize("module", ["horovod.tensorflow",
-                                    "horovod.tensorflow.keras",
+@pytest.mark.parametrize("module", ["horovod.tensorflow.keras",
                                     "horovod.keras", "horovod.mxnet",
                                     "horovod.spark", "horovod.ray",
                                     "horovod.torch.elastic"])
@@ -158,10 +157,21 @@ def test_missing_framework_module_says_so(module):
                          text=True, timeout=60)
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "ModuleNotFoundError", out
-    top = module if module.endswith("elastic") else \
+    top = module if module.count(".") == 2 else \
         ".".join(module.split(".")[:2])
     assert lines[1].startswith(top + " is not available:"), lines
     assert "not part of this build yet" in lines[1]
+
+
+def test_tensorflow_adapter_without_tensorflow_names_the_package():
+    code = ("import sys; sys.modules['tensorflow'] = None\n"
+            "try:\n import horovod.tensorflow\nexcept ImportError as e:\n"
+            " print(type(e).__name__); print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=60)
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "ImportError", out
+    assert "pip install tensorflow-cpu==2.21.0" in lines[1], lines
 
 
 def test_hostfile_and_stall_flags(tmp_path):

@@ -15,7 +15,11 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 module = importlib.import_module("checks_" + sys.argv[1])
 
-import horovod.torch as hvd  # noqa: E402
+# The runner keeps to the framework-neutral core: a check module imports
+# the one framework it checks, and every adapter shares this engine.
+from horovod.common.ops import process_collectives  # noqa: E402
+
+core = process_collectives()
 
 checks = [(name, fn) for name, fn in vars(module).items()
           if name.startswith("check_") and callable(fn)]
@@ -28,8 +32,8 @@ for name, fn in checks:
         for line in traceback.format_exc().splitlines():
             print("CHECK-DETAIL %s %s" % (name, line), flush=True)
     try:
-        hvd.barrier()
+        core.barrier()
     except Exception as e:  # the engine is gone: the rest cannot run
         print("CHECK-ABORT after %s: %s" % (name, e), flush=True)
         break
-hvd.shutdown()
+core.basics.shutdown()

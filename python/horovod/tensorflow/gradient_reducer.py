@@ -1,0 +1,175 @@
+"""GradientReducer: reduces one step's gradients across the ranks of a
+process set, as DistributedGradientTape, the tf.compat.v1
+DistributedOptimizer and Keras's DistributedOptimizer need.
+
+A step's gradients are started together and waited for once, inside one
+py_function when a graph runs them. One blocking collective per gradient
+would deadlock ranks whose graph executors (a small inter-op thread pool)
+schedule those collectives in different orders; one unit per step cannot.
+
+Thread-safety: reduce() may be called from any thread.
+"""
+
+import tensorflow as tf
+
+from horovod.common.exceptions import HorovodInvalidArgumentError
+from horovod.common.ops import Adasum, Average
+from horovod.common.process_sets import global_process_set
+from horovod.tensorflow import mpi_ops as _mpi
+
+
+def variable_name(v):
+    """A variable's name for operation names: Keras 3's path, else
+    TensorFlow's name."""
+    return getattr(v, "path", None) or getattr(v, "name", None) or "var"
+
+
+def var_key(v):
+    """A hashable identity for a variable (tf.Variable or Keras 3
+    variable)."""
+    ref = getattr(v, "ref", None)
+    return ref() if callable(ref) else id(v)
+
+
+class GradientReducer:
+    def __init__(self, name="DistributedGradientTape", compression=None,
+                 sparse_as_dense=False, op=Average,
+                 gradient_predivide_factor=1.0, groups=None,
+                 process_set=global_process_set):
+        from horovod.tensorflow.compression import Compression
+        if op == Adasum:
+            raise HorovodInvalidArgumentError(
+                "op=Adasum is not supported by this build (rank %d); use "
+                "Average or Sum" % _mpi.rank())
+        if gradient_predivide_factor != 1.0 and op != Average:
+            raise ValueError("gradient_predivide_factor not supported with "
+                             "op != Average")
+        if groups is not None and not (
+                isinstance(groups, list) or
+                (isinstance(groups, int) and groups > 0)):
+            raise ValueError("groups should be a non-negative integer or a "
+                             "list of list of tf.Variable.")
+        self._name = name
+        self._compression = compression or Compression.none
+        self._sparse_as_dense = sparse_as_dense
+        self._op = op
+        # Average split around the sum: 1/f before, f/size after.
+        self._prescale = 1.0 / gradient_predivide_factor
+        self._postscale = gradient_predivide_factor
+        self._groups = groups
+        self._process_set = process_set
+
+    @property
+    def process_set(self):
+        return self._process_set
+
+    def _plan(self, dense, variables):
+        """Lists of positions in `dense` reduced as one unit each."""
+        if self._groups is None:
+            return [[i] for i in range(len(dense))]
+        if isinstance(self._groups, int):
+            n = min(self._groups, len(dense)) or 1
+            size, extra = divmod(len(dense), n)
+            plan, start = [], 0
+            for g in range(n):
+                end = start + size + (1 if g < extra else 0)
+                plan.append(list(range(start, end)))
+                start = end
+            return [p for p in plan if p]
+        position = {var_key(variables[i]): i for i in range(len(dense))}
+        plan, taken = [], set()
+        for group in self._groups:
+            members = [position[var_key(v)] for v in group
+                       if position.get(var_key(v)) is not None and
+                       position[var_key(v)] not in taken]
+            taken.update(members)
+            if members:
+                plan.append(sorted(members))
+        plan.extend([i] for i in range(len(dense)) if i not in taken)
+        return plan
+
+    def reduce(self, grads, variables):
+        """The reduced gradients, in the order given; None stays None. A
+        rank outside the process set gets its own gradients back."""
+        grads = list(grads)
+        variables = list(variables)
+        ps = self._process_set
+        if not ps.included() or (ps is global_process_set and
+                                 _mpi.size() == 1):
+            return grads
+        if self._sparse_as_dense:
+            grads = [tf.convert_to_tensor(g)
+                     if isinstance(g, tf.IndexedSlices) else g for g in grads]
+        present = [i for i, g in enumerate(grads) if g is not None]
+        dense_at = [i for i in present
+                    if not isinstance(grads[i], tf.IndexedSlices)]
+        sparse_at = [i for i in present
+                     if isinstance(grads[i], tf.IndexedSlices)]
+        pairs = [self._compression.compress(tf.convert_to_tensor(grads[i]))
+                 for i in dense_at]
+        dense = [c for c, _ in pairs]
+        plan = self._plan(dense, [variables[i] for i in dense_at])
+        names = ["%s.%d.%s" % (self._name, i,
+                               _mpi._normalize_name(variable_name(variables[i])))
+                 for i in range(len(variables))]
+        inputs = list(dense)
+        for i in sparse_at:
+            inputs += [grads[i].values, grads[i].indices]
+        op, pre, post = self._op, self._prescale, self._postscale
+
+        def exchange(ts):
+            handles = []
+            for unit in plan:
+                grouped = len(unit) > 1
+                handles.append(_mpi._start_allreduce(
+                    [ts[k] for k in unit],
+                    "grouped_allreduce" if grouped else "allreduce",
+                    names[dense_at[unit[0]]], op, pre, post, ps))
+            base = len(dense)
+            for j, i in enumerate(sparse_at):
+                handles.append(_mpi._start_allgather(
+                    ts[base + 2 * j:base + 2 * j + 2], "grouped_allgather",
+                    names[i], ps))
+            out = [None] * len(dense)
+            for unit, h in zip(plan, handles):
+                for k, t in zip(unit, _mpi._now(h)):
+                    out[k] = t
+            for h in handles[len(plan):]:
+                out.extend(_mpi._now(h))
+            return out
+
+        touts = [t.dtype for t in inputs]
+        outs = _mpi._run(exchange, inputs, touts)
+        result = list(grads)
+        for k, i in enumerate(dense_at):
+            outs[k].set_shape(dense[k].shape)
+            result[i] = self._compression.decompress(outs[k], pairs[k][1])
+        base = len(dense)
+        for j, i in enumerate(sparse_at):
+            values, indices = outs[base + 2 * j], outs[base + 2 * j + 1]
+            values.set_shape(_mpi._rows_unknown(grads[i].values))
+            indices.set_shape([None])
+            scale = pre * post
+            if op == Average:
+                scale /= ps.size()
+            if scale != 1.0:
+                values = values * tf.cast(scale, values.dtype)
+            result[i] = tf.IndexedSlices(values, indices,
+                                         dense_shape=grads[i].dense_shape)
+        return result
+
+
+def scale_local(grads, local, process_set):
+    """Local (unreduced) gradients divided by the set size, as upstream's
+    scale_local_gradients, so they weigh like the averaged ones."""
+    n = process_set.size()
+    out = list(grads)
+    for i in local:
+        g = out[i]
+        if g is None:
+            continue
+        if isinstance(g, tf.IndexedSlices):
+            out[i] = tf.IndexedSlices(g.values / n, g.indices, g.dense_shape)
+        else:
+            out[i] = g / n
+    return out
