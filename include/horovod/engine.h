@@ -149,6 +149,13 @@ class Engine {
   // Marks this rank as out of data; returns the last rank to join.
   Status Join(int* last_joined_rank);
 
+  // A rank counts as blocked (for the deadlock check) while every thread
+  // that has submitted to it waits. A thread whose operations have all
+  // finished and that submits only synchronously (a framework's worker
+  // thread running one collective for another thread) calls this to stop
+  // counting until it submits again.
+  void LeaveCensus();
+
   // Process sets: every rank must call these in the same order.
   Status AddProcessSet(const std::vector<int>& ranks, int* id);
   Status RemoveProcessSet(int id);

@@ -212,6 +212,7 @@ NB_MODULE(_core, m) {
                     }
                     return e;
                   })
+      .def("leave_census", [](PyEngine& e) { e.get().LeaveCensus(); })
       .def("rank", [](PyEngine& e) { return e.get().rank(); })
       .def("size", [](PyEngine& e) { return e.get().size(); })
       .def("local_rank", [](PyEngine& e) { return e.get().local_rank(); })

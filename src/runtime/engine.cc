@@ -167,6 +167,20 @@ class EngineImpl {
   void StopTimeline() { timeline_.Stop(); }
   ProcessSetTable& sets() { return sets_; }
 
+  // The calling thread stops counting as a submitter until it submits
+  // again: it has nothing outstanding, and the rank's other threads may
+  // now all be waiting.
+  void LeaveCensus() {
+    if (tls_census.census != census_) return;
+    census_->live.fetch_sub(1);
+    tls_census.census.reset();
+    std::lock_guard<std::mutex> lock(waiting_mu_);
+    episode_.fetch_add(1);
+    report_due_.store(
+        Blocked() ? (Clock::now() + kWaitReportAfter).time_since_epoch().count()
+                  : kNever);
+  }
+
   Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
                  const CollectiveArgs& args, std::vector<Handle>* handles) {
     CountSubmitter();
@@ -988,6 +1002,7 @@ Status Engine::Broadcast(const TensorView& t, const CollectiveArgs& a,
   std::vector<Handle> hs;
   return One(impl_->Enqueue(OpType::kBroadcast, {t}, a, &hs), hs, h);
 }
+void Engine::LeaveCensus() { impl_->LeaveCensus(); }
 Status Engine::GroupedBroadcast(const std::vector<TensorView>& ts,
                                 const CollectiveArgs& a,
                                 std::vector<Handle>* hs) {

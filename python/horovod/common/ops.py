@@ -174,6 +174,15 @@ class Collectives:
     def synchronize(self, handle):
         return self.handles.synchronize(handle)
 
+    def leave_census(self):
+        """The calling thread, with nothing outstanding, stops counting as
+        one of this rank's submitters until it submits again (see
+        Engine::LeaveCensus): adapters whose collectives run on a
+        framework's worker threads call it after each one."""
+        engine = self._basics._engine
+        if engine is not None:
+            engine.leave_census()
+
     def barrier(self, process_set=global_process_set):
         engine_call(self._basics.engine.barrier,
                     self.process_set_id(process_set))

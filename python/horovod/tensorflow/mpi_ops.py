@@ -99,14 +99,26 @@ def _check_not_xla():
             "Compile without jit_compile (rank %d)" % rank())
 
 
+def _synchronous(fn, inputs):
+    """fn(inputs), after which this thread, its collectives finished, stops
+    counting as a submitter: graph collectives run on TensorFlow's pool
+    threads, which would otherwise count for ever and hide a rank that is
+    blocked from the engine's deadlock check."""
+    try:
+        return fn(inputs)
+    finally:
+        _collectives.leave_census()
+
+
 def _run(fn, inputs, touts):
     """Runs fn (a list of eager tensors in, a list out) now when eager, or
     as one py_function of the graph being built."""
     inputs = list(inputs)
     if tf.executing_eagerly():
-        return fn(inputs)
+        return _synchronous(fn, inputs)
     _check_not_xla()
-    return tf.py_function(lambda *xs: fn(list(xs)), inputs, list(touts))
+    return tf.py_function(lambda *xs: _synchronous(fn, list(xs)), inputs,
+                          list(touts))
 
 
 def _differentiable(forward, backward, tensors):
@@ -131,14 +143,20 @@ def _differentiable(forward, backward, tensors):
 # Each starts one engine operation over eager tensors and returns its handle;
 # synchronize() then returns a list of eager tensors.
 
+_SUPPORTED = frozenset([tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64,
+                        tf.float16, tf.bfloat16, tf.float32, tf.float64,
+                        tf.bool])
+
+
 def _capsule(tensor):
-    try:
+    # Checked first: TensorFlow aborts the process when asked to export a
+    # string tensor.
+    if tensor.dtype in _SUPPORTED:
         return tf.experimental.dlpack.to_dlpack(tensor)
-    except Exception:
-        raise HorovodInvalidArgumentError(
-            "unsupported tensor dtype %s (rank %d): horovod supports uint8, "
-            "int8, int16, int32, int64, float16, bfloat16, float32, float64 "
-            "and bool" % (tensor.dtype.name, rank())) from None
+    raise HorovodInvalidArgumentError(
+        "unsupported tensor dtype %s (rank %d): horovod supports uint8, "
+        "int8, int16, int32, int64, float16, bfloat16, float32, float64 and "
+        "bool" % (tensor.dtype.name, rank()))
 
 
 def _fresh_copy(tensor):
@@ -446,11 +464,12 @@ def broadcast_(variables, root_rank, name=None,
     single = not isinstance(variables, (list, tuple))
     variables = [variables] if single else list(variables)
     for v in variables:
-        if not isinstance(v, tf.Variable):
+        if not callable(getattr(v, "assign", None)):
             raise HorovodInvalidArgumentError(
-                "broadcast_ works in place on tf.Variable objects, got %s "
-                "(rank %d)" % (type(v).__name__, rank()))
-    values = _grouped_broadcast([v.read_value() for v in variables],
+                "broadcast_ works in place on variables (tf.Variable or "
+                "keras.Variable), got %s (rank %d)" % (type(v).__name__,
+                                                       rank()))
+    values = _grouped_broadcast([tf.convert_to_tensor(v) for v in variables],
                                 root_rank, name, process_set=process_set)
     out = [v.assign(x) for v, x in zip(variables, values)]
     return out[0] if single else out
@@ -584,7 +603,7 @@ def barrier(process_set=global_process_set):
         _collectives.barrier(process_set)
         return [tf.constant(0, dtype=tf.int32)]
     if tf.executing_eagerly():
-        wait([])
+        _synchronous(wait, [])
         return None
     return _run(wait, [], [tf.int32])[0].op
 

@@ -1,0 +1,90 @@
+"""horovod.tensorflow: bad input and ranks that disagree raise clear errors
+on every rank involved, eagerly and in graphs, and the job goes on (run by
+checks.py at np=2, one pytest case per check)."""
+
+import numpy as np
+import tensorflow as tf
+
+import horovod.tensorflow as hvd
+
+hvd.init()
+r, n = hvd.rank(), hvd.size()
+
+
+def raises(exc, fn, *words):
+    try:
+        fn()
+    except exc as e:
+        for w in words:
+            assert w in str(e), "%r not in %s" % (w, e)
+        return e
+    raise AssertionError("%s not raised" % exc.__name__)
+
+
+def still_working():
+    y = hvd.allreduce(tf.constant([float(r)]), op=hvd.Sum)
+    assert np.allclose(y.numpy(), [sum(range(n))]), y
+
+
+def check_mismatched_shapes_fail_on_every_rank_eagerly():
+    raises(hvd.HorovodInternalError,
+           lambda: hvd.allreduce(tf.ones([r + 1]), name="shape"),
+           "Mismatched allreduce tensor shapes", "rank 0", "rank 1")
+    still_working()
+
+
+def check_mismatched_dtypes_fail_in_a_function():
+    f = tf.function(lambda x: hvd.allreduce(x, name="dtype"))
+    x = tf.ones([2], tf.float32 if r == 0 else tf.float64)
+    raises(tf.errors.OpError, lambda: f(x), "Mismatched", "dtype")
+    still_working()
+
+
+def check_mismatched_ops_fail():
+    def op():
+        if r == 0:
+            return hvd.allreduce(tf.ones([2]), name="which")
+        return hvd.allgather(tf.ones([2]), name="which")
+    raises(hvd.HorovodInternalError, op, "which")
+    still_working()
+
+
+def check_bad_input_names_value_and_rank():
+    raises(hvd.HorovodInvalidArgumentError,
+           lambda: hvd.allreduce(tf.constant(["a"])), "string",
+           "rank %d" % r)
+    raises(ValueError, lambda: hvd.allreduce(tf.ones([2], tf.complex64)),
+           "complex64", "rank %d" % r)
+    raises(ValueError, lambda: hvd.alltoall(tf.ones([2]), splits=[0.5, 1.5]),
+           "integers", "rank %d" % r)
+    raises(ValueError, lambda: hvd.alltoall(tf.ones([4]), splits=[1, 1]),
+           "rank %d" % r)
+    raises(ValueError, lambda: hvd.broadcast(tf.ones([2]), root_rank=n + 3),
+           "root", str(n + 3))
+    raises(ValueError, lambda: hvd.allreduce(tf.ones([2]),
+                                             process_set=hvd.ProcessSet([0])),
+           "not registered")
+    raises(ValueError, lambda: hvd.broadcast_([tf.ones([2])], 0), "variables",
+           "rank %d" % r)
+    still_working()
+
+
+def check_xla_is_refused_clearly():
+    f = tf.function(lambda x: hvd.allreduce(x), jit_compile=True)
+    raises(NotImplementedError, lambda: f(tf.ones([2])), "XLA",
+           "jit_compile", "rank %d" % r)
+    still_working()
+
+
+def check_distributed_optimizer_refuses_what_it_cannot_do():
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(0.1),
+        backward_passes_per_step=0), "backward_passes_per_step")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(0.1), op=hvd.Sum,
+        gradient_predivide_factor=2.0), "gradient_predivide_factor")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(object()),
+           "object")
+    raises(ValueError, lambda: hvd.DistributedGradientTape(
+        tf.GradientTape(), op=hvd.Adasum), "Adasum")
+    still_working()
