@@ -117,6 +117,40 @@ TEST(Engine, ARankWithARunningThreadIsNotBlocked) {
   ExpectEveryRankOk(failures);
 }
 
+// A helper thread that submitted, finished and left the census (as a
+// framework's worker thread does after running one collective) no longer
+// keeps its rank from counting as blocked: the mismatch fails at once even
+// though that thread is still alive.
+TEST(Engine, AThreadThatLeftTheCensusDoesNotHideABlockedRank) {
+  const std::vector<std::string> failures = RunRanks(2, [&](Engine* e, int r,
+                                                            std::string* fail) {
+    std::atomic<bool> left{false}, done{false};
+    std::thread helper([&] {
+      if (!e->Barrier().ok()) *fail += "helper barrier;";
+      e->LeaveCensus();
+      left = true;
+      while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+    while (!left) std::this_thread::yield();
+    const auto t0 = std::chrono::steady_clock::now();
+    float x = 1;
+    Handle h;
+    CollectiveArgs args;
+    args.name = r == 0 ? "left.a" : "left.b";
+    Status st = e->Allreduce(TensorView{&x, DataType::kFloat32, {1}}, args, &h);
+    if (st.ok()) st = h.Wait(30);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    done = true;
+    helper.join();
+    if (st.code() != StatusCode::kMismatch)
+      *fail += "status: " + st.ToString() + ";";
+    if (took > 5.0) *fail += "took " + std::to_string(took) + " s;";
+  });
+  ExpectEveryRankOk(failures);
+}
+
 TEST(Engine, CollectivesMismatchAndShutdown) {
   const int n = 3;
   const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
