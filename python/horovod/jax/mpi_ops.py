@@ -1,0 +1,409 @@
+"""Collective operations on JAX arrays.
+
+Concrete arrays cross into the engine through DLPack/NumPy without framework
+code. Inside jax.jit each collective is one ordered io_callback: JAX runs
+ordered callbacks in program order and never drops one whose result is
+unused, so every rank submits the same collectives in the same order.
+Gradients are custom VJPs with upstream Horovod's semantics (as in
+horovod.torch and horovod.tensorflow).
+
+Under jit, output shapes must be known when tracing: allgather assumes every
+rank contributes the same number of rows (checked when it runs), and
+alltoall takes even splits only.
+
+Thread-safety: as horovod.common.ops.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import io_callback
+
+from horovod.common import ops as _ops
+from horovod.common.exceptions import (HorovodInternalError,  # noqa: F401
+                                       HorovodInvalidArgumentError)
+from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
+                                Product, Sum, resolve_op)
+from horovod.common.process_sets import ProcessSet  # noqa: F401
+from horovod.common.process_sets import global_process_set
+
+_collectives = _ops.process_collectives()
+_basics = _collectives.basics
+_OP = _ops.OpType
+
+init = _basics.init
+shutdown = _basics.shutdown
+is_initialized = _basics.is_initialized
+size = _basics.size
+rank = _basics.rank
+local_size = _basics.local_size
+local_rank = _basics.local_rank
+cross_size = _basics.cross_size
+cross_rank = _basics.cross_rank
+is_homogeneous = _basics.is_homogeneous
+add_process_set = _basics.add_process_set
+remove_process_set = _basics.remove_process_set
+start_timeline = _basics.start_timeline
+stop_timeline = _basics.stop_timeline
+
+
+def _traced(xs):
+    return any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def _host(x):
+    """A writable, C-contiguous NumPy copy of x (the engine's in-place
+    target)."""
+    return np.array(x, copy=True, order="C")
+
+
+def _readable(x):
+    """x as C-contiguous, writable NumPy memory the engine reads: the
+    binding takes writable arrays only, and JAX hands out read-only views of
+    its buffers, which are copied."""
+    a = np.ascontiguousarray(np.asarray(x))
+    return a if a.flags.writeable else np.array(a)
+
+
+def _engine_arrays(core_handles):
+    return [np.from_dlpack(_ops.output_array(h)) for h in core_handles]
+
+
+def _numpy_collective(op, arrays, prefix, name, process_set, **kw):
+    """Runs one engine operation over NumPy arrays and returns NumPy
+    results: in place for allreduce and broadcast, engine-allocated
+    otherwise."""
+    try:
+        if op in (_OP.allreduce, _OP.broadcast):
+            outs = [_host(a) for a in arrays]
+            return _collectives.synchronize(_collectives.enqueue(
+                op, outs, prefix, name, lambda _: outs,
+                process_set=process_set, **kw))
+        ins = [_readable(a) for a in arrays]
+        return _collectives.synchronize(_collectives.enqueue(
+            op, ins, prefix, name, _engine_arrays, process_set=process_set,
+            **kw))
+    finally:
+        _collectives.leave_census()
+
+
+def _call(op, xs, prefix, name, process_set, out_specs, **kw):
+    """The collective over the arrays xs: directly when they are concrete,
+    as one ordered io_callback when traced. out_specs(xs) gives the output
+    ShapeDtypeStructs for tracing."""
+    xs = [jnp.asarray(x) for x in xs]
+    if not _traced(xs):
+        outs = _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
+                                 name, process_set, **kw)
+        return [jnp.asarray(o) for o in outs]
+    specs = out_specs(xs)
+
+    def host(*arrays):
+        outs = _numpy_collective(op, list(arrays), prefix, name,
+                                 process_set, **kw)
+        for o, s in zip(outs, specs):
+            if o.shape != s.shape:
+                raise HorovodInvalidArgumentError(
+                    "%s under jax.jit produced shape %s where %s was traced "
+                    "(rank %d): inside jit every rank must contribute the "
+                    "same shape" % (prefix, o.shape, s.shape, rank()))
+        return [np.asarray(o, dtype=s.dtype) for o in outs]
+    return list(io_callback(host, specs, *xs, ordered=True))
+
+
+def _same_specs(xs):
+    return [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs]
+
+
+def _set_size(process_set):
+    return len(process_set.ranks) if process_set.ranks else size()
+
+
+# -- allreduce ---------------------------------------------------------------
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5, 6))
+def _grouped_allreduce(xs, name, op, prescale, postscale, process_set,
+                       prefix):
+    return _call(_OP.allreduce, xs, prefix, name, process_set, _same_specs,
+                 reduce_op=op, prescale=prescale, postscale=postscale)
+
+
+def _grouped_allreduce_fwd(xs, name, op, prescale, postscale, process_set,
+                           prefix):
+    return _grouped_allreduce(xs, name, op, prescale, postscale, process_set,
+                              prefix), None
+
+
+def _grouped_allreduce_bwd(name, op, prescale, postscale, process_set, prefix,
+                           _, dys):
+    # The gradient reduced the way the forward pass reduced.
+    return (_grouped_allreduce(list(dys), None, op, prescale, postscale,
+                               process_set, prefix),)
+
+
+_grouped_allreduce.defvjp(_grouped_allreduce_fwd, _grouped_allreduce_bwd)
+
+
+def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` over the ranks of the set (Average by default).
+    Differentiable; works eagerly and under jax.jit."""
+    return _grouped_allreduce([tensor], name, resolve_op(average, op),
+                              float(prescale_factor), float(postscale_factor),
+                              process_set, "allreduce")[0]
+
+
+def grouped_allreduce(tensors, average=None, name=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """allreduce of each array, negotiated and fused as one unit."""
+    tensors = list(tensors)
+    if not tensors:
+        return []
+    return _grouped_allreduce(tensors, name, resolve_op(average, op),
+                              float(prescale_factor), float(postscale_factor),
+                              process_set, "grouped_allreduce")
+
+
+# -- allgather ---------------------------------------------------------------
+
+def _gathered_specs(process_set):
+    def specs(xs):
+        n = _set_size(process_set)
+        return [jax.ShapeDtypeStruct((x.shape[0] * n,) + x.shape[1:], x.dtype)
+                for x in xs]
+    return specs
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def _allgather(x, name, process_set):
+    return _call(_OP.allgather, [x], "allgather", name, process_set,
+                 _gathered_specs(process_set))[0]
+
+
+def _allgather_fwd(x, name, process_set):
+    return _allgather(x, name, process_set), x
+
+
+def _allgather_bwd(name, process_set, x, dy):
+    # Upstream: the output gradient averaged over the set; each rank keeps
+    # its own rows.
+    dy = _grouped_allreduce([dy], None, Average, 1.0, 1.0, process_set,
+                            "allreduce")[0]
+    rows = x.shape[0]
+    counts = _allgather(jnp.asarray([rows], jnp.int32), None, process_set)
+    start = jnp.sum(jnp.where(jnp.arange(counts.shape[0]) <
+                              process_set.rank(), counts, 0))
+    return (jax.lax.dynamic_slice_in_dim(dy, start, rows, axis=0),)
+
+
+_allgather.defvjp(_allgather_fwd, _allgather_bwd)
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenates every rank's array along dimension 0 (differentiable).
+    Under jit every rank must contribute the same number of rows."""
+    tensor = jnp.asarray(tensor)
+    if tensor.ndim == 0:
+        raise HorovodInvalidArgumentError(
+            "allgather needs an array with at least one dimension, got a "
+            "scalar (rank %d)" % rank())
+    return _allgather(tensor, name, process_set)
+
+
+# -- broadcast ---------------------------------------------------------------
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4))
+def _grouped_broadcast(xs, root_rank, name, process_set, prefix):
+    return _call(_OP.broadcast, xs, prefix, name, process_set, _same_specs,
+                 root=root_rank)
+
+
+def _grouped_broadcast_fwd(xs, root_rank, name, process_set, prefix):
+    return _grouped_broadcast(xs, root_rank, name, process_set, prefix), None
+
+
+def _grouped_broadcast_bwd(root_rank, name, process_set, prefix, _, dys):
+    # Upstream: the gradient averaged over the set, kept by the root.
+    reduced = _grouped_allreduce(list(dys), None, Average, 1.0, 1.0,
+                                 process_set, "grouped_allreduce")
+    if rank() != root_rank:
+        reduced = [r * 0 for r in reduced]
+    return (reduced,)
+
+
+_grouped_broadcast.defvjp(_grouped_broadcast_fwd, _grouped_broadcast_bwd)
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns root_rank's array on every rank (differentiable)."""
+    return _grouped_broadcast([tensor], int(root_rank), name, process_set,
+                              "broadcast")[0]
+
+
+def broadcast_parameters(params, root_rank=0, name=None,
+                         process_set=global_process_set):
+    """Returns the pytree `params` with every leaf replaced by root_rank's
+    value, broadcast as one negotiated unit."""
+    leaves, tree = jax.tree_util.tree_flatten(params)
+    if not leaves:
+        return params
+    out = _grouped_broadcast([jnp.asarray(x) for x in leaves], int(root_rank),
+                             name, process_set, "grouped_broadcast")
+    return jax.tree_util.tree_unflatten(tree, out)
+
+
+broadcast_variables = broadcast_parameters
+
+
+# -- alltoall ----------------------------------------------------------------
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3))
+def _alltoall(x, splits, name, process_set):
+    traced = _traced([x])
+    if traced and splits:
+        raise HorovodInvalidArgumentError(
+            "alltoall under jax.jit takes even splits only (splits=None): "
+            "the received sizes must be known when tracing (rank %d)"
+            % rank())
+    holder = {}
+
+    def run(op, arrays, prefix, nm, ps, **kw):
+        out = _collectives.synchronize(_collectives.enqueue(
+            op, [_readable(a) for a in arrays], prefix, nm,
+            lambda chs: (np.from_dlpack(_ops.output_array(chs[0])),
+                         list(chs[0].received_splits)),
+            process_set=ps, **kw))
+        holder["received"] = out[1]
+        return [out[0]]
+    if not traced:
+        try:
+            out = run(_OP.alltoall, [np.asarray(x)], "alltoall", name,
+                      process_set, splits=list(splits))
+        finally:
+            _collectives.leave_census()
+        return jnp.asarray(out[0]), jnp.asarray(holder["received"],
+                                                jnp.int32)
+    n = _set_size(process_set)
+    received = jnp.full((n,), x.shape[0] // n, jnp.int32)
+    return _call(_OP.alltoall, [x], "alltoall", name, process_set,
+                 _same_specs)[0], received
+
+
+def _alltoall_fwd(x, splits, name, process_set):
+    out, received = _alltoall(x, splits, name, process_set)
+    return (out, received), received
+
+
+def _alltoall_bwd(splits, name, process_set, received, grads):
+    dy, _ = grads
+    if splits:
+        back, _ = _alltoall(dy, tuple(int(s) for s in np.asarray(received)),
+                            None, process_set)
+    else:
+        back, _ = _alltoall(dy, (), None, process_set)
+    return (back,)
+
+
+_alltoall.defvjp(_alltoall_fwd, _alltoall_bwd)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[i] rows of `tensor` to rank i of the set (even splits
+    when None). Returns the received rows and the received splits, as
+    horovod.tensorflow. Differentiable in `tensor`."""
+    if splits is None:
+        counts = ()
+    else:
+        counts = np.asarray(splits)
+        if not np.issubdtype(counts.dtype, np.integer):
+            raise HorovodInvalidArgumentError(
+                "alltoall splits must be integers, got %s (rank %d)"
+                % (counts.dtype, rank()))
+        counts = tuple(int(s) for s in counts.reshape(-1))
+    return _alltoall(jnp.asarray(tensor), counts, name, process_set)
+
+
+# -- reducescatter -----------------------------------------------------------
+
+def _scattered_specs(process_set):
+    def specs(xs):
+        n = _set_size(process_set)
+        me = process_set.rank()
+        out = []
+        for x in xs:
+            rows = x.shape[0] // n + (1 if me < x.shape[0] % n else 0)
+            out.append(jax.ShapeDtypeStruct((rows,) + x.shape[1:], x.dtype))
+        return out
+    return specs
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5))
+def _reducescatter(x, name, op, prescale, postscale, process_set):
+    return _call(_OP.reducescatter, [x], "reducescatter", name, process_set,
+                 _scattered_specs(process_set), reduce_op=op,
+                 prescale=prescale, postscale=postscale)[0]
+
+
+def _reducescatter_fwd(x, name, op, prescale, postscale, process_set):
+    return _reducescatter(x, name, op, prescale, postscale, process_set), None
+
+
+def _reducescatter_bwd(name, op, prescale, postscale, process_set, _, dy):
+    # Upstream: the output gradient gathered back to full shape, times the
+    # set size for Sum; the scale factors apply as in the forward pass.
+    scale = prescale * postscale
+    if op == Sum:
+        scale *= _set_size(process_set)
+    grad = _call(_OP.allgather, [dy], "allgather", None, process_set,
+                 _gathered_specs(process_set))[0]
+    return (grad * scale if scale != 1.0 else grad,)
+
+
+_reducescatter.defvjp(_reducescatter_fwd, _reducescatter_bwd)
+
+
+def reducescatter(tensor, name=None, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    """Reduces `tensor` over the set and returns this rank's share of
+    dimension 0 (the first dim0 % size ranks get one extra row).
+    Differentiable."""
+    return _reducescatter(jnp.asarray(tensor), name,
+                          Average if op is None else op,
+                          float(prescale_factor), float(postscale_factor),
+                          process_set)
+
+
+# -- control -----------------------------------------------------------------
+
+def barrier(process_set=global_process_set):
+    """Blocks until every rank of the set has called barrier (not inside
+    jit)."""
+    try:
+        _collectives.barrier(process_set)
+    finally:
+        _collectives.leave_census()
+
+
+def join():
+    """Declares this rank out of data; returns the last rank to join."""
+    try:
+        return _collectives.join()
+    finally:
+        _collectives.leave_census()
+
+
+def broadcast_object(obj, root_rank=0, name=None,
+                     process_set=global_process_set):
+    """Serializes obj on root_rank with cloudpickle and returns a copy of it
+    on every rank."""
+    return _ops.broadcast_object(_collectives, obj, root_rank, name,
+                                 process_set)
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Returns the list of every rank's obj, in rank order."""
+    return _ops.allgather_object(_collectives, obj, name, process_set)

@@ -1,0 +1,71 @@
+"""DistributedOptimizer for optax: a GradientTransformation whose update
+first reduces the gradients (one grouped allreduce per step, so one ordered
+callback under jit) and then runs the wrapped transformation."""
+
+import jax
+
+from horovod.common.exceptions import HorovodInvalidArgumentError
+from horovod.common.ops import Adasum, Average
+from horovod.common.process_sets import global_process_set
+from horovod.jax.mpi_ops import grouped_allreduce, rank, size
+
+
+def allreduce_gradients(grads, op=Average, gradient_predivide_factor=1.0,
+                        name=None, process_set=global_process_set):
+    """The pytree `grads` reduced across the ranks of the set as one unit
+    (Average by default; None leaves stay None)."""
+    if op == Adasum:
+        raise HorovodInvalidArgumentError(
+            "op=Adasum is not supported by this build (rank %d); use Average "
+            "or Sum" % rank())
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with "
+                         "op != Average")
+    if not process_set.included() or (process_set is global_process_set and
+                                      size() == 1):
+        return grads
+    leaves, tree = jax.tree_util.tree_flatten(grads)
+    if not leaves:
+        return grads
+    reduced = grouped_allreduce(
+        leaves, op=op, name=name or "DistributedOptimizer",
+        prescale_factor=1.0 / gradient_predivide_factor,
+        postscale_factor=gradient_predivide_factor, process_set=process_set)
+    return jax.tree_util.tree_unflatten(tree, reduced)
+
+
+def DistributedOptimizer(optimizer, op=Average, gradient_predivide_factor=1.0,
+                         backward_passes_per_step=1,
+                         average_aggregated_gradients=False, name=None,
+                         process_set=global_process_set):
+    """Wraps an optax GradientTransformation so that update() sees the
+    gradients reduced across ranks. With backward_passes_per_step = k > 1,
+    gradients accumulate locally (optax.MultiSteps) and are reduced and
+    applied every k-th update, summed over the passes or, with
+    average_aggregated_gradients, averaged."""
+    import optax
+    if backward_passes_per_step < 1:
+        raise ValueError("backward_passes_per_step must be > 0")
+    if op == Adasum:
+        raise HorovodInvalidArgumentError(
+            "op=Adasum is not supported by this build (rank %d); use Average "
+            "or Sum" % rank())
+    k = int(backward_passes_per_step)
+    # MultiSteps hands over the mean of the k passes.
+    passes_scale = k if k > 1 and not average_aggregated_gradients else 1
+
+    def init_fn(params):
+        return optimizer.init(params)
+
+    def update_fn(updates, state, params=None, **extra):
+        if passes_scale != 1:
+            updates = jax.tree_util.tree_map(lambda g: g * passes_scale,
+                                             updates)
+        updates = allreduce_gradients(updates, op, gradient_predivide_factor,
+                                      name, process_set)
+        return optimizer.update(updates, state, params, **extra)
+
+    tx = optax.GradientTransformationExtraArgs(init_fn, update_fn)
+    if k > 1:
+        tx = optax.MultiSteps(tx, every_k_schedule=k)
+    return tx
