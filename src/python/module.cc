@@ -177,19 +177,26 @@ NB_MODULE(_core, m) {
             return std::make_tuple(st.code(), st.message());
           },
           nb::arg("timeout") = -1.0)
-      .def("output_array",
-           [](const Handle& h) {
-             std::shared_ptr<Buffer> buf = h.output();
-             if (!buf) throw nb::value_error("operation has no output");
-             auto* keep = new std::shared_ptr<Buffer>(buf);
-             nb::capsule owner(keep, [](void* p) noexcept {
-               delete static_cast<std::shared_ptr<Buffer>*>(p);
-             });
-             std::vector<size_t> shape(h.output_shape().begin(),
-                                       h.output_shape().end());
-             return nb::ndarray<>(buf->data(), shape.size(), shape.data(),
-                                  owner, nullptr, ToDlpack(h.dtype()));
-           })
+      // as_bits: the output as unsigned integers of the element's width,
+      // for consumers (NumPy) that cannot import bfloat16 through DLPack.
+      .def(
+          "output_array",
+          [](const Handle& h, bool as_bits) {
+            std::shared_ptr<Buffer> buf = h.output();
+            if (!buf) throw nb::value_error("operation has no output");
+            auto* keep = new std::shared_ptr<Buffer>(buf);
+            nb::capsule owner(keep, [](void* p) noexcept {
+              delete static_cast<std::shared_ptr<Buffer>*>(p);
+            });
+            std::vector<size_t> shape(h.output_shape().begin(),
+                                      h.output_shape().end());
+            nb::dlpack::dtype dt = ToDlpack(h.dtype());
+            if (as_bits)
+              dt.code = static_cast<uint8_t>(nb::dlpack::dtype_code::UInt);
+            return nb::ndarray<>(buf->data(), shape.size(), shape.data(), owner,
+                                 nullptr, dt);
+          },
+          nb::arg("as_bits") = false)
       .def_prop_ro("dtype", [](const Handle& h) { return h.dtype(); })
       .def_prop_ro("output_shape", &Handle::output_shape)
       .def_prop_ro("received_splits", &Handle::received_splits)
@@ -223,12 +230,19 @@ NB_MODULE(_core, m) {
            [](PyEngine& e, int op, const std::vector<nb::ndarray<>>& arrays,
               const std::string& name, int reduce_op, double prescale,
               double postscale, int root, std::vector<int64_t> splits,
-              int process_set) {
+              int process_set, const std::vector<int>& bfloat16_bits) {
              Engine& eng = e.get();
              std::vector<TensorView> views;
              views.reserve(arrays.size());
              for (const auto& a : arrays)
                views.push_back(ToView(a, eng.rank()));
+             // Arrays NumPy holds as bfloat16 arrive as their uint16 bits.
+             for (int i : bfloat16_bits) {
+               if (i < 0 || i >= static_cast<int>(views.size()) ||
+                   views[i].dtype != DataType::kInt16)
+                 throw nb::value_error("bfloat16_bits must name 16-bit arrays");
+               views[i].dtype = DataType::kBFloat16;
+             }
              CollectiveArgs args;
              args.name = name;
              args.op = static_cast<ReduceOp>(reduce_op);

@@ -115,6 +115,26 @@ class HandleTable:
         return finish(core_handles)
 
 
+def _is_numpy_bfloat16(a):
+    dtype = getattr(a, "dtype", None)
+    return getattr(dtype, "name", None) == "bfloat16" and \
+        type(a).__module__ == "numpy"
+
+
+def _bfloat16_as_bits(arrays):
+    """NumPy cannot export bfloat16 (ml_dtypes) through DLPack: such arrays
+    go to the engine as int16 views of the same memory, with their
+    positions, and the engine treats them as bfloat16."""
+    bits = [i for i, a in enumerate(arrays) if _is_numpy_bfloat16(a)]
+    if not bits:
+        return arrays, bits
+    import numpy as np
+    views = list(arrays)
+    for i in bits:
+        views[i] = arrays[i].view(np.int16)
+    return views, bits
+
+
 class Collectives:
     """Enqueues collectives on the engine of `basics` (a HorovodBasics) and
     keeps their handles."""
@@ -161,10 +181,11 @@ class Collectives:
         handle = self.handles.reserve()
         arrays = list(arrays)
         full_name = op_name(prefix, name, 0 if name else self._unnamed_number(ps))
-        core = engine_call(engine.enqueue, op.value, arrays, full_name,
+        views, bits = _bfloat16_as_bits(arrays)
+        core = engine_call(engine.enqueue, op.value, views, full_name,
                            int(reduce_op),
                            float(prescale), float(postscale), int(root),
-                           [int(s) for s in splits], ps)
+                           [int(s) for s in splits], ps, bits)
         self.handles.put(handle, core, finish, arrays)
         return handle
 
@@ -213,6 +234,24 @@ class EngineArray:
 
 def output_array(core_handle):
     return EngineArray(core_handle)
+
+
+def output_numpy(core_handle):
+    """A finished operation's engine-allocated output as a NumPy array,
+    without a copy (bfloat16 through ml_dtypes, which NumPy's DLPack import
+    lacks)."""
+    import numpy as np
+    if core_handle.dtype == DataType.bfloat16:
+        import ml_dtypes
+
+        class _Bits:
+            def __dlpack__(self, stream=None, **_):
+                return core_handle.output_array(True)
+
+            def __dlpack_device__(self):
+                return (1, 0)
+        return np.from_dlpack(_Bits()).view(ml_dtypes.bfloat16)
+    return np.from_dlpack(output_array(core_handle))
 
 
 _process_lock = threading.Lock()
@@ -271,7 +310,7 @@ def allgather_object(collectives, obj, name=None,
     data = np.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=np.uint8)
 
     def gathered(chs):
-        return np.from_dlpack(output_array(chs[0]))
+        return output_numpy(chs[0])
     sizes = collectives.synchronize(collectives.enqueue(
         OpType.allgather, [np.array([data.size], dtype=np.int64)],
         "allgather", name + ".sz", gathered, process_set=process_set))

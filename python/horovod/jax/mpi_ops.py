@@ -68,7 +68,7 @@ def _readable(x):
 
 
 def _engine_arrays(core_handles):
-    return [np.from_dlpack(_ops.output_array(h)) for h in core_handles]
+    return [_ops.output_numpy(h) for h in core_handles]
 
 
 def _numpy_collective(op, arrays, prefix, name, process_set, **kw):
@@ -273,7 +273,7 @@ def _alltoall(x, splits, name, process_set):
     def run(op, arrays, prefix, nm, ps, **kw):
         out = _collectives.synchronize(_collectives.enqueue(
             op, [_readable(a) for a in arrays], prefix, nm,
-            lambda chs: (np.from_dlpack(_ops.output_array(chs[0])),
+            lambda chs: (_ops.output_numpy(chs[0]),
                          list(chs[0].received_splits)),
             process_set=ps, **kw))
         holder["received"] = out[1]

@@ -1,0 +1,198 @@
+"""horovod.jax: every collective and dtype eagerly and under jax.jit,
+gradients, pytrees, the optax DistributedOptimizer against single-process
+training, and errors (run by checks.py, one pytest case per check)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import horovod.jax as hvd
+
+hvd.init()
+r, n = hvd.rank(), hvd.size()
+ranks = list(range(n))
+DTYPES = [jnp.uint8, jnp.int8, jnp.int16, jnp.int32, jnp.float16,
+          jnp.bfloat16, jnp.float32, jnp.bool_]
+MODES = {"eager": lambda f: f, "jit": jax.jit}
+
+
+def same(got, want, tol=1e-2):
+    got = np.asarray(got).astype(np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape or not np.allclose(got, want, atol=tol,
+                                                  rtol=tol):
+        raise AssertionError("%s %s != %s %s" % (got.shape, got.ravel()[:6],
+                                                 want.shape,
+                                                 want.ravel()[:6]))
+
+
+def raises(exc, fn, *words):
+    try:
+        fn()
+    except exc as e:
+        for w in words:
+            assert w in str(e), "%r not in %s" % (w, e)
+        return
+    raise AssertionError("%s not raised" % exc.__name__)
+
+
+def check_allreduce_every_dtype_op_and_mode():
+    for wrap in MODES.values():
+        for dtype in DTYPES:
+            is_bool = dtype == jnp.bool_
+            ops = [hvd.Sum, hvd.Min, hvd.Max] + ([] if is_bool else
+                                                 [hvd.Average])
+            for op in ops:
+                mine = (r % 2 == 0) if is_bool else r + 1
+                vals = [(k % 2 == 0) if is_bool else k + 1 for k in ranks]
+                want = {hvd.Sum: any(vals) if is_bool else sum(vals),
+                        hvd.Min: min(vals), hvd.Max: max(vals),
+                        hvd.Average: np.mean(vals)}[op]
+                if op == hvd.Average and not jnp.issubdtype(dtype,
+                                                           jnp.floating):
+                    want = int(np.mean(vals))
+                x = jnp.full((4, 3), mine, dtype)
+                y = wrap(lambda t: hvd.allreduce(t, op=op))(x)
+                assert y.dtype == x.dtype and y.shape == (4, 3)
+                same(y, np.full((4, 3), want))
+
+
+def check_grouped_allreduce_and_scale_factors():
+    for wrap in MODES.values():
+        xs = [jnp.full((k + 1,), float(r + k)) for k in range(3)]
+        ys = wrap(lambda *ts: hvd.grouped_allreduce(
+            list(ts), op=hvd.Sum, prescale_factor=2.0,
+            postscale_factor=0.25))(*xs)
+        for k, y in enumerate(ys):
+            same(y, [0.5 * sum(j + k for j in ranks)] * (k + 1))
+
+
+def check_allgather_eager_uneven_and_jit_even():
+    for dtype in DTYPES:
+        v = r % 2 if dtype == jnp.bool_ else r
+        y = hvd.allgather(jnp.full((r + 1, 2), v, dtype))
+        assert y.dtype == dtype
+        same(y, np.concatenate([np.full((k + 1, 2), k % 2 if dtype == jnp.bool_
+                                        else k) for k in ranks]))
+        z = jax.jit(lambda t: hvd.allgather(t))(jnp.full((2, 3), v, dtype))
+        assert z.dtype == dtype
+        same(z, np.concatenate([np.full((2, 3), k % 2 if dtype == jnp.bool_
+                                        else k) for k in ranks]))
+
+
+def check_broadcast_every_root_and_pytrees():
+    for wrap in MODES.values():
+        for root in ranks:
+            same(wrap(lambda t: hvd.broadcast(t, root))(jnp.full(3, r)),
+                 [root] * 3)
+    params = {"w": jnp.full((2, 2), float(r)), "b": [jnp.full(3, r),
+                                                      jnp.array(r * 1.5)]}
+    out = hvd.broadcast_parameters(params, root_rank=n - 1)
+    same(out["w"], np.full((2, 2), n - 1))
+    same(out["b"][0], [n - 1] * 3)
+    same(out["b"][1], (n - 1) * 1.5)
+
+
+def check_alltoall_and_reducescatter():
+    splits = [k + 1 for k in ranks]
+    x = jnp.arange(sum(splits)) + 100 * r
+    out, received = hvd.alltoall(x, splits)
+    start = sum(splits[:r])
+    same(out, [100 * k + start + i for k in ranks for i in range(r + 1)])
+    same(received, [r + 1] * n)
+    out, received = jax.jit(lambda t: hvd.alltoall(t))(jnp.full(2 * n, r))
+    same(out, np.repeat(ranks, 2))
+    for wrap in MODES.values():
+        y = wrap(lambda t: hvd.reducescatter(t, op=hvd.Sum))(
+            jnp.ones((2 * n + 1, 2)) * (r + 1))
+        same(y, np.full((3 if r == 0 else 2, 2), sum(k + 1 for k in ranks)))
+
+
+def check_gradients_eager_and_jit():
+    for wrap in MODES.values():
+        g = wrap(jax.grad(lambda v: jnp.sum(hvd.allreduce(v * (r + 1),
+                                                          op=hvd.Sum))))(
+            jnp.ones(3))
+        same(g, [(r + 1) * n] * 3)
+        g = wrap(jax.grad(lambda v: jnp.sum(hvd.allgather(v) * (r + 1))))(
+            jnp.ones((2, 2)))
+        same(g, np.full((2, 2), np.mean([k + 1 for k in ranks])))
+        g = wrap(jax.grad(lambda v: jnp.sum(hvd.broadcast(v, 0) * (r + 1))))(
+            jnp.ones(2))
+        same(g, [np.mean([k + 1 for k in ranks]) if r == 0 else 0.0] * 2)
+        g = wrap(jax.grad(lambda v: jnp.sum(hvd.reducescatter(v))))(
+            jnp.ones((n, 2)))
+        same(g, np.ones((n, 2)))
+
+
+def check_collectives_in_jit_run_even_when_unused():
+    # The allreduce's result is dropped: it must still run on this rank, or
+    # the peers (which use it) would wait for ever.
+    @jax.jit
+    def step(x):
+        unused = hvd.allreduce(x, op=hvd.Sum, name="maybe_unused")  # noqa
+        return x + 1
+    if r == 0:
+        step(jnp.ones(2)).block_until_ready()
+    else:
+        y = hvd.allreduce(jnp.ones(2), op=hvd.Sum, name="maybe_unused")
+        same(y, [n] * 2)
+
+
+def mlp_init():
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    return {"w1": jax.random.normal(k1, (5, 8)) * 0.3, "b1": jnp.zeros(8),
+            "w2": jax.random.normal(k2, (8, 1)) * 0.3, "b2": jnp.zeros(1)}
+
+
+def loss_fn(p, x, y):
+    h = jnp.tanh(x @ p["w1"] + p["b1"])
+    return jnp.mean((h @ p["w2"] + p["b2"] - y) ** 2)
+
+
+def check_distributed_optimizer_equals_single_process():
+    B = 4
+    rng = np.random.RandomState(0)
+    X = rng.randn(5, n * B, 5).astype(np.float32)
+    Y = rng.randn(5, n * B, 1).astype(np.float32)
+
+    def train(tx, shard):
+        p = mlp_init()
+        if shard:  # different starts: broadcast fixes them
+            p = jax.tree_util.tree_map(lambda a: a + r, p)
+            p = hvd.broadcast_parameters(p, 0)
+        s = tx.init(p)
+
+        @jax.jit
+        def step(p, s, x, y):
+            g = jax.grad(loss_fn)(p, x, y)
+            u, s = tx.update(g, s, p)
+            return optax.apply_updates(p, u), s
+        for i in range(5):
+            x, y = (X[i][r * B:(r + 1) * B], Y[i][r * B:(r + 1) * B]) \
+                if shard else (X[i], Y[i])
+            p, s = step(p, s, x, y)
+        return p
+    want = train(optax.adam(0.05), False)
+    got = train(hvd.DistributedOptimizer(optax.adam(0.05)), True)
+    for k in want:
+        same(got[k], want[k], tol=1e-5)
+
+
+def check_errors_name_value_and_rank():
+    raises(hvd.HorovodInternalError,
+           lambda: hvd.allreduce(jnp.ones(r + 1), name="shape"),
+           "Mismatched allreduce tensor shapes")
+    raises(ValueError, lambda: hvd.allreduce(jnp.ones(2, jnp.complex64)),
+           "dtype", "rank %d" % r)
+    raises(ValueError, lambda: hvd.allgather(jnp.array(1.0)), "scalar",
+           "rank %d" % r)
+    raises(ValueError, lambda: jax.jit(lambda t: hvd.alltoall(t, [1] * n))(
+        jnp.ones(n)), "even splits", "rank %d" % r)
+    raises(ValueError, lambda: hvd.alltoall(jnp.ones(2), [0.5, 1.5]),
+           "integers")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(optax.sgd(0.1),
+                                                        op=hvd.Adasum),
+           "Adasum")
+    same(hvd.allreduce(jnp.ones(2), op=hvd.Sum), [n] * 2)  # still working
