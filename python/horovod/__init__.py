@@ -16,8 +16,6 @@ __engine_version__ = "0.1.0"
 # Upstream modules this build does not provide yet: importing one fails with
 # one line saying so, instead of a bare "No module named ...".
 _NOT_BUILT = {
-    "horovod.keras": "the Keras adapter",
-    "horovod.tensorflow.keras": "the Keras adapter",
     "horovod.mxnet": "the MXNet adapter",
     "horovod.spark": "the Spark integration",
     "horovod.ray": "the Ray integration",
@@ -34,7 +32,8 @@ class _NotBuiltFinder(importlib.abc.MetaPathFinder):
             if what is not None:
                 raise ModuleNotFoundError(
                     "%s is not available: %s is not part of this build yet "
-                    "(horovod.torch is)" % (top, what), name=fullname)
+                    "(horovod.torch, horovod.tensorflow, horovod.keras and "
+                    "horovod.jax are)" % (top, what), name=fullname)
         return None
 
 

@@ -146,8 +146,7 @@ def test_unknown_flag_is_one_line():
         "(see horovodrun --help)"], out.stderr
 
 
-@pytest.mark.parametrize("module", ["horovod.tensorflow.keras",
-                                    "horovod.keras", "horovod.mxnet",
+@pytest.mark.parametrize("module", ["horovod.mxnet",
                                     "horovod.spark", "horovod.ray",
                                     "horovod.torch.elastic"])
 def test_missing_framework_module_says_so(module):

@@ -1,0 +1,314 @@
+"""The Keras 3 adapter behind horovod.keras and horovod.tensorflow.keras,
+for every Keras backend (tensorflow, torch, jax).
+
+Keras 3 sends every backend's update through BaseOptimizer.apply (the
+TensorFlow trainer via apply_gradients, the torch trainer directly, the JAX
+trainer inside its jitted step via stateless_apply), and apply clips the
+gradients just before updating, after gradient accumulation. The
+distributed optimizer reduces the gradients there, through the backend's
+own adapter (horovod.tensorflow, horovod.torch or horovod.jax), as one unit
+per step: so clipping sees the reduced gradients, as with upstream, and with
+backward_passes_per_step > 1 (Keras's gradient accumulation) only the
+accumulated gradients travel.
+
+Thread-safety: a distributed optimizer is used by the thread that trains.
+"""
+
+import keras
+
+from horovod.common.exceptions import HorovodInvalidArgumentError
+from horovod.common.ops import Adasum, Average, process_collectives
+from horovod.common.process_sets import global_process_set
+
+_collectives = process_collectives()
+_basics = _collectives.basics
+
+
+def backend_name():
+    return keras.backend.backend()
+
+
+def backend_module():
+    """The adapter for the running Keras backend's tensors."""
+    name = backend_name()
+    if name == "tensorflow":
+        import horovod.tensorflow as hvd
+    elif name == "torch":
+        import horovod.torch as hvd
+    elif name == "jax":
+        import horovod.jax as hvd
+    else:
+        raise HorovodInvalidArgumentError(
+            "Keras backend %r is not supported by Horovod; use tensorflow, "
+            "torch or jax" % name)
+    return hvd
+
+
+def _var_key(v):
+    return id(v)
+
+
+def group_plan(count, variables, groups):
+    """Positions 0..count-1 split into units reduced together: one unit per
+    step (None), `groups` contiguous units (an int), or the given lists of
+    variables (the rest one unit each)."""
+    if count == 0:
+        return []
+    if groups is None:
+        return [list(range(count))]
+    if isinstance(groups, int):
+        n = min(groups, count)
+        size, extra = divmod(count, n)
+        plan, start = [], 0
+        for g in range(n):
+            end = start + size + (1 if g < extra else 0)
+            plan.append(list(range(start, end)))
+            start = end
+        return plan
+    position = {_var_key(v): i for i, v in enumerate(variables)}
+    plan, taken = [], set()
+    for group in groups:
+        members = sorted(position[_var_key(v)] for v in group
+                         if _var_key(v) in position and
+                         position[_var_key(v)] not in taken)
+        taken.update(members)
+        if members:
+            plan.append(members)
+    plan.extend([i] for i in range(count) if i not in taken)
+    return plan
+
+
+class Compression:
+    """Backend-neutral gradient compression (keras.ops casts)."""
+
+    class none:
+        @staticmethod
+        def compress(tensor):
+            return tensor, None
+
+        @staticmethod
+        def decompress(tensor, ctx):
+            return tensor
+
+    class fp16:
+        @staticmethod
+        def compress(tensor):
+            dtype = keras.backend.standardize_dtype(tensor.dtype)
+            if dtype.startswith("float") and dtype != "float16":
+                return keras.ops.cast(tensor, "float16"), dtype
+            return tensor, None
+
+        @staticmethod
+        def decompress(tensor, ctx):
+            return tensor if ctx is None else keras.ops.cast(tensor, ctx)
+
+
+class _Reducer:
+    """Reduces a step's gradients across the ranks of a process set with
+    the backend's adapter."""
+
+    def __init__(self, name, compression, sparse_as_dense, op,
+                 gradient_predivide_factor, groups, process_set):
+        if op == Adasum:
+            raise HorovodInvalidArgumentError(
+                "op=Adasum is not supported by this build (rank %d); use "
+                "Average or Sum" % _basics.rank())
+        if gradient_predivide_factor != 1.0 and op != Average:
+            raise ValueError("gradient_predivide_factor not supported with "
+                             "op != Average")
+        if groups is not None and not (
+                isinstance(groups, list) or
+                (isinstance(groups, int) and groups > 0)):
+            raise ValueError("groups should be a non-negative integer or a "
+                             "list of list of keras.Variable.")
+        self.name = name
+        self.compression = compression or Compression.none
+        self.sparse_as_dense = sparse_as_dense
+        self.op = op
+        self.prescale = 1.0 / gradient_predivide_factor
+        self.postscale = gradient_predivide_factor
+        self.groups = groups
+        self.process_set = process_set
+        self._tf_reducer = None
+
+    def active(self):
+        ps = self.process_set
+        return ps.included() and not (ps is global_process_set and
+                                      _basics.size() == 1)
+
+    def reduce(self, grads, variables):
+        if not self.active():
+            return list(grads)
+        backend = backend_name()
+        if backend == "tensorflow":
+            if self._tf_reducer is None:
+                from horovod.tensorflow.gradient_reducer import \
+                    GradientReducer
+                self._tf_reducer = GradientReducer(
+                    self.name, self.compression, self.sparse_as_dense,
+                    self.op, self.postscale, self.groups, self.process_set)
+            return self._tf_reducer.reduce(grads, variables)
+        present = [i for i, g in enumerate(grads) if g is not None]
+        pairs = [self.compression.compress(grads[i]) for i in present]
+        plan = group_plan(len(present), [variables[i] for i in present],
+                          self.groups)
+        reduced = [None] * len(present)
+        if backend == "torch":
+            import horovod.torch as hvd
+            handles = [hvd.grouped_allreduce_async(
+                [pairs[k][0] for k in unit], op=self.op,
+                name="%s.%d" % (self.name, unit[0]),
+                prescale_factor=self.prescale,
+                postscale_factor=self.postscale,
+                process_set=self.process_set) for unit in plan]
+            for unit, h in zip(plan, handles):
+                for k, t in zip(unit, hvd.synchronize(h)):
+                    reduced[k] = t
+        else:
+            hvd = backend_module()
+            for unit in plan:
+                outs = hvd.grouped_allreduce(
+                    [pairs[k][0] for k in unit], op=self.op,
+                    name="%s.%d" % (self.name, unit[0]),
+                    prescale_factor=self.prescale,
+                    postscale_factor=self.postscale,
+                    process_set=self.process_set)
+                for k, t in zip(unit, outs):
+                    reduced[k] = t
+        out = list(grads)
+        for k, i in enumerate(present):
+            out[i] = self.compression.decompress(reduced[k], pairs[k][1])
+        return out
+
+
+class _DistributedOptimizer:
+    """Mixed in before the wrapped optimizer's class."""
+
+    def _hvd_setup(self, reducer, passes, average_aggregated,
+                   scale_local_gradients):
+        self._hvd_reducer = reducer
+        self._hvd_passes = passes
+        self._hvd_average_aggregated = average_aggregated
+        self._hvd_scale_local = scale_local_gradients
+        self._hvd_local = set()
+        self._hvd_variables = None
+
+    def register_local_var(self, var):
+        """Keeps `var`'s gradient local: it is not reduced across ranks
+        (divided by the set size when scale_local_gradients)."""
+        self._hvd_local.add(_var_key(var))
+
+    def _backend_apply_gradients(self, grads, trainable_variables):
+        # Remembered for _clip_gradients, which sees the gradients only.
+        self._hvd_variables = list(trainable_variables)
+        return super()._backend_apply_gradients(grads, trainable_variables)
+
+    def _clip_gradients(self, grads):
+        grads = list(grads)
+        variables = self._hvd_variables
+        if variables is None or len(variables) != len(grads):
+            variables = list(self._trainable_variables)[:len(grads)]
+        if self._hvd_passes > 1 and not self._hvd_average_aggregated:
+            # Keras averages the accumulated passes; upstream sums them.
+            grads = [None if g is None else g * self._hvd_passes
+                     for g in grads]
+        local = [i for i, v in enumerate(variables)
+                 if _var_key(v) in self._hvd_local]
+        shared = [i for i in range(len(grads)) if i not in local]
+        reduced = self._hvd_reducer.reduce([grads[i] for i in shared],
+                                           [variables[i] for i in shared])
+        for i, g in zip(shared, reduced):
+            grads[i] = g
+        if self._hvd_scale_local and local and \
+                self._hvd_reducer.process_set.included():
+            n = self._hvd_reducer.process_set.size()
+            for i in local:
+                if grads[i] is not None:
+                    grads[i] = grads[i] / n
+        return super()._clip_gradients(grads)
+
+
+def _distributed_class(base):
+    # Named and placed like the wrapped class, so a saved model refers to
+    # the plain optimizer; load_model wraps it again.
+    cls = type(base.__name__, (_DistributedOptimizer, base),
+               {"__module__": base.__module__,
+                "__qualname__": base.__qualname__})
+    return cls
+
+
+def create_distributed_optimizer(optimizer, name, compression,
+                                 sparse_as_dense, gradient_predivide_factor,
+                                 op, backward_passes_per_step,
+                                 average_aggregated_gradients, groups,
+                                 process_set, scale_local_gradients,
+                                 in_place=False):
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise ValueError("DistributedOptimizer wraps a Keras optimizer, got "
+                         "%s" % type(optimizer).__name__)
+    if backward_passes_per_step < 1:
+        raise ValueError("backward_passes_per_step must be > 0")
+    reducer = _Reducer(name or "Distributed%s" % type(optimizer).__name__,
+                       compression, sparse_as_dense, op,
+                       gradient_predivide_factor, groups, process_set)
+    base = type(optimizer)
+    if isinstance(optimizer, _DistributedOptimizer):
+        base = base.__mro__[2]
+    cls = _distributed_class(base)
+    if in_place:
+        # Keeps the optimizer's variables (a loaded model's state).
+        optimizer.__class__ = cls
+        wrapped = optimizer
+    else:
+        config = optimizer.get_config()
+        if backward_passes_per_step > 1:
+            config["gradient_accumulation_steps"] = backward_passes_per_step
+        wrapped = cls.from_config(config)
+    if backward_passes_per_step > 1 and in_place:
+        wrapped.gradient_accumulation_steps = backward_passes_per_step
+    wrapped._hvd_setup(reducer, backward_passes_per_step,
+                       average_aggregated_gradients, scale_local_gradients)
+    return wrapped
+
+
+def load_model(filepath, custom_optimizers=None, custom_objects=None,
+               compression=None, **optimizer_kwargs):
+    """keras.models.load_model whose model comes back with its optimizer
+    (and the optimizer's saved state) wrapped in a DistributedOptimizer."""
+    objects = dict(custom_objects or {})
+    for opt_cls in custom_optimizers or []:
+        objects[opt_cls.__name__] = opt_cls
+    model = keras.models.load_model(filepath, custom_objects=objects or None)
+    if getattr(model, "optimizer", None) is not None:
+        kwargs = dict(name=None, compression=compression,
+                      sparse_as_dense=False, gradient_predivide_factor=1.0,
+                      op=Average, backward_passes_per_step=1,
+                      average_aggregated_gradients=False, groups=None,
+                      process_set=global_process_set,
+                      scale_local_gradients=True)
+        kwargs.update(optimizer_kwargs)
+        create_distributed_optimizer(model.optimizer, in_place=True, **kwargs)
+    return model
+
+
+# -- values ------------------------------------------------------------------
+
+def broadcast_variables(variables, root_rank, process_set=global_process_set):
+    """Overwrites each Keras variable with root_rank's value, as one unit,
+    on any backend (values travel as NumPy arrays)."""
+    import numpy as np
+    from horovod.common.ops import OpType
+    variables = list(variables)
+    if not variables:
+        return
+    values = [np.array(keras.ops.convert_to_numpy(v), copy=True, order="C")
+              for v in variables]
+    try:
+        _collectives.synchronize(_collectives.enqueue(
+            OpType.broadcast, values, "grouped_broadcast",
+            "broadcast_variables", lambda _: None, root=root_rank,
+            process_set=process_set))
+    finally:
+        _collectives.leave_census()
+    for v, x in zip(variables, values):
+        v.assign(x)

@@ -1,0 +1,125 @@
+"""horovod.keras: Horovod for Keras 3 on any backend (KERAS_BACKEND
+tensorflow, torch or jax): a DistributedOptimizer that reduces gradients
+under model.fit and custom loops, callbacks, and collectives on the
+backend's tensors."""
+
+try:
+    import keras as _keras
+except ImportError as e:
+    raise ImportError("horovod.keras needs Keras 3, which is not installed: "
+                      "pip install keras==3.15.1") from e
+if int(_keras.__version__.split(".")[0]) < 3:
+    raise ImportError("horovod.keras needs Keras 3, found Keras %s"
+                      % _keras.__version__)
+
+from horovod import _keras as _impl
+from horovod._keras import Compression, load_model  # noqa: F401
+from horovod.common.exceptions import (HorovodInternalError,  # noqa: F401
+                                       HorovodInvalidArgumentError)
+from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
+                                Product, Sum, resolve_op)
+from horovod.common.process_sets import ProcessSet, global_process_set  # noqa: F401
+from horovod.keras import callbacks  # noqa: F401
+
+_basics = _impl._basics
+init = _basics.init
+shutdown = _basics.shutdown
+is_initialized = _basics.is_initialized
+size = _basics.size
+rank = _basics.rank
+local_size = _basics.local_size
+local_rank = _basics.local_rank
+cross_size = _basics.cross_size
+cross_rank = _basics.cross_rank
+is_homogeneous = _basics.is_homogeneous
+mpi_threads_supported = _basics.mpi_threads_supported
+mpi_enabled = _basics.mpi_enabled
+mpi_built = _basics.mpi_built
+gloo_enabled = _basics.gloo_enabled
+gloo_built = _basics.gloo_built
+nccl_built = _basics.nccl_built
+ddl_built = _basics.ddl_built
+ccl_built = _basics.ccl_built
+cuda_built = _basics.cuda_built
+rocm_built = _basics.rocm_built
+add_process_set = _basics.add_process_set
+remove_process_set = _basics.remove_process_set
+start_timeline = _basics.start_timeline
+stop_timeline = _basics.stop_timeline
+
+
+def DistributedOptimizer(optimizer, name=None, device_dense="",
+                         device_sparse="", compression=None,
+                         sparse_as_dense=False, gradient_predivide_factor=1.0,
+                         op=Average, backward_passes_per_step=1,
+                         average_aggregated_gradients=False, num_groups=0,
+                         groups=None, process_set=global_process_set,
+                         scale_local_gradients=True):
+    """A copy of the Keras `optimizer` (same class and config) that reduces
+    gradients across the ranks of `process_set` before every update. With
+    backward_passes_per_step > 1 it accumulates that many passes locally
+    (Keras's gradient_accumulation_steps) and reduces only the sum (or, with
+    average_aggregated_gradients, the mean)."""
+    if num_groups != 0 and groups is None:
+        groups = num_groups
+    return _impl.create_distributed_optimizer(
+        optimizer, name, compression, sparse_as_dense,
+        gradient_predivide_factor, op, backward_passes_per_step,
+        average_aggregated_gradients, groups, process_set,
+        scale_local_gradients)
+
+
+def broadcast_variables(variables, root_rank, process_set=global_process_set):
+    """Makes every rank's Keras variables equal to root_rank's."""
+    _impl.broadcast_variables(variables, root_rank, process_set)
+
+
+def allreduce(value, name=None, average=None, prescale_factor=1.0,
+              postscale_factor=1.0, op=None, compression=None,
+              process_set=global_process_set):
+    """Reduces a backend tensor (or array-like) over the ranks; Average by
+    default."""
+    hvd = _impl.backend_module()
+    compression = compression or Compression.none
+    tensor, ctx = compression.compress(_keras.ops.convert_to_tensor(value))
+    out = hvd.allreduce(tensor, name=name, op=resolve_op(average, op),
+                        prescale_factor=prescale_factor,
+                        postscale_factor=postscale_factor,
+                        process_set=process_set)
+    return compression.decompress(out, ctx)
+
+
+def allgather(value, name=None, process_set=global_process_set):
+    """Concatenates every rank's backend tensor along dimension 0."""
+    return _impl.backend_module().allgather(
+        _keras.ops.convert_to_tensor(value), name=name,
+        process_set=process_set)
+
+
+def broadcast(value, root_rank, name=None, process_set=global_process_set):
+    """Returns root_rank's backend tensor on every rank."""
+    return _impl.backend_module().broadcast(
+        _keras.ops.convert_to_tensor(value), root_rank, name=name,
+        process_set=process_set)
+
+
+def reducescatter(value, name=None, op=Average,
+                  process_set=global_process_set):
+    """Reduces a backend tensor and returns this rank's share of dim 0."""
+    return _impl.backend_module().reducescatter(
+        _keras.ops.convert_to_tensor(value), name=name, op=op,
+        process_set=process_set)
+
+
+def broadcast_object(obj, root_rank=0, name=None,
+                     process_set=global_process_set):
+    """Returns root_rank's obj (cloudpickled) on every rank."""
+    from horovod.common import ops
+    return ops.broadcast_object(_impl._collectives, obj, root_rank, name,
+                                process_set)
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Returns the list of every rank's obj, in rank order."""
+    from horovod.common import ops
+    return ops.allgather_object(_impl._collectives, obj, name, process_set)
