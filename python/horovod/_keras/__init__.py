@@ -186,12 +186,14 @@ class _DistributedOptimizer:
 
     def _hvd_setup(self, reducer, passes, average_aggregated,
                    scale_local_gradients):
-        self._hvd_reducer = reducer
-        self._hvd_passes = passes
-        self._hvd_average_aggregated = average_aggregated
-        self._hvd_scale_local = scale_local_gradients
-        self._hvd_local = set()
-        self._hvd_variables = None
+        # Set past Keras's attribute tracking: a tracked list of the model's
+        # variables would make them optimizer variables too (saved with the
+        # optimizer, donated twice by the JAX trainer).
+        for key, value in (("_hvd_reducer", reducer), ("_hvd_passes", passes),
+                           ("_hvd_average_aggregated", average_aggregated),
+                           ("_hvd_scale_local", scale_local_gradients),
+                           ("_hvd_local", set()), ("_hvd_variables", None)):
+            object.__setattr__(self, key, value)
 
     def register_local_var(self, var):
         """Keeps `var`'s gradient local: it is not reduced across ranks
@@ -200,7 +202,7 @@ class _DistributedOptimizer:
 
     def _backend_apply_gradients(self, grads, trainable_variables):
         # Remembered for _clip_gradients, which sees the gradients only.
-        self._hvd_variables = list(trainable_variables)
+        object.__setattr__(self, "_hvd_variables", list(trainable_variables))
         return super()._backend_apply_gradients(grads, trainable_variables)
 
     def _clip_gradients(self, grads):

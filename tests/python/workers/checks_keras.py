@@ -1,0 +1,242 @@
+"""horovod.keras on the Keras backend named by KERAS_BACKEND (tensorflow,
+torch or jax): model.fit at N ranks equals one process on the concatenated
+batch, the callbacks' effects, load_model and errors (run by checks.py, one
+pytest case per check and backend)."""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+
+import horovod.keras as hvd
+
+hvd.init()
+r, n = hvd.rank(), hvd.size()
+ranks = list(range(n))
+B, D, STEPS = 4, 5, 3
+rng = np.random.RandomState(0)
+X = rng.randn(STEPS * n * B, D).astype(np.float32)
+Y = rng.randn(STEPS * n * B, 1).astype(np.float32)
+# Rank r's share of every global batch of n*B rows.
+MINE = np.concatenate([np.arange(s * n * B + r * B, s * n * B + (r + 1) * B)
+                       for s in range(STEPS)])
+
+
+def same(got, want, tol=1e-5):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape or not np.allclose(got, want, atol=tol,
+                                                  rtol=tol):
+        raise AssertionError("%s != %s" % (got.ravel()[:6], want.ravel()[:6]))
+
+
+def raises(exc, fn, *words):
+    try:
+        fn()
+    except exc as e:
+        for w in words:
+            assert w in str(e), "%r not in %s" % (w, e)
+        return
+    raise AssertionError("%s not raised" % exc.__name__)
+
+
+def model(perturb=False):
+    keras.utils.set_random_seed(1)
+    m = keras.Sequential([keras.Input((D,)),
+                          keras.layers.Dense(8, activation="tanh"),
+                          keras.layers.Dense(1)])
+    if perturb:  # different starting weights per rank
+        for w in m.trainable_weights:
+            w.assign(keras.ops.convert_to_numpy(w) + r)
+    return m
+
+
+def flat(ws):
+    return np.concatenate([np.ravel(keras.ops.convert_to_numpy(w))
+                           for w in ws])
+
+
+def reference(optimizer, epochs=1):
+    m = model()
+    m.compile(optimizer=optimizer, loss="mse")
+    m.fit(X, Y, batch_size=n * B, epochs=epochs, shuffle=False, verbose=0)
+    return flat(m.trainable_weights)
+
+
+def fit_distributed(optimizer, epochs=1, callbacks=(), **kw):
+    m = model(perturb=True)
+    m.compile(optimizer=hvd.DistributedOptimizer(optimizer, **kw), loss="mse")
+    history = m.fit(X[MINE], Y[MINE], batch_size=B, epochs=epochs,
+                    shuffle=False, verbose=0,
+                    callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+                    + list(callbacks))
+    return m, history
+
+
+def check_fit_equals_single_process():
+    want = reference(keras.optimizers.SGD(0.1, momentum=0.9), epochs=2)
+    m, _ = fit_distributed(keras.optimizers.SGD(0.1, momentum=0.9), epochs=2)
+    same(flat(m.trainable_weights), want)
+    # Every rank ends with the same weights.
+    for other in hvd.allgather_object(flat(m.trainable_weights)):
+        same(other, want)
+
+
+def check_fit_with_adam_groups_and_fp16():
+    want = reference(keras.optimizers.Adam(0.01))
+    m, _ = fit_distributed(keras.optimizers.Adam(0.01), groups=2)
+    same(flat(m.trainable_weights), want)
+    m, _ = fit_distributed(keras.optimizers.Adam(0.01),
+                           compression=hvd.Compression.fp16)
+    same(flat(m.trainable_weights), want, tol=1e-2)
+
+
+def check_backward_passes_per_step_sums_the_passes():
+    # Two local passes summed, then averaged over ranks: one process with
+    # Keras's accumulation (which averages the passes) at twice the rate.
+    want = reference(keras.optimizers.SGD(0.2, gradient_accumulation_steps=2),
+                     epochs=2)
+    m, _ = fit_distributed(keras.optimizers.SGD(0.1), epochs=2,
+                           backward_passes_per_step=2)
+    same(flat(m.trainable_weights), want)
+    want = reference(keras.optimizers.SGD(0.1, gradient_accumulation_steps=2),
+                     epochs=2)
+    m, _ = fit_distributed(keras.optimizers.SGD(0.1), epochs=2,
+                           backward_passes_per_step=2,
+                           average_aggregated_gradients=True)
+    same(flat(m.trainable_weights), want)
+
+
+def check_broadcast_callback_makes_weights_equal():
+    m = model(perturb=True)
+    m.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.0)),
+              loss="mse")
+    m.fit(X[MINE][:B], Y[MINE][:B], batch_size=B, epochs=1, verbose=0,
+          callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+    # lr 0: the weights are rank 0's initial ones.
+    same(flat(m.trainable_weights), flat(model().trainable_weights))
+
+
+def check_metric_average_gives_equal_logged_metrics():
+    m = model()
+    m.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.0)),
+              loss="mse", metrics=["mae"])
+    # Each rank fits a different slice, so raw metrics differ by rank.
+    local = m.evaluate(X[MINE], Y[MINE], batch_size=B, verbose=0,
+                       return_dict=True)
+    h = m.fit(X[MINE], Y[MINE], batch_size=B, epochs=1, verbose=0,
+              shuffle=False,
+              callbacks=[hvd.callbacks.MetricAverageCallback()])
+    logged = {k: v[-1] for k, v in h.history.items()}
+    everyone = hvd.allgather_object(logged)
+    for other in everyone:
+        for k in ("loss", "mae"):
+            same(other[k], everyone[0][k], tol=1e-6)
+    locals_ = hvd.allgather_object(local)
+    same(logged["mae"], np.mean([d["mae"] for d in locals_]), tol=1e-4)
+
+
+class _LrLog(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.lrs = []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.lrs.append(float(keras.ops.convert_to_numpy(
+            self.model.optimizer.learning_rate)))
+
+
+def check_warmup_follows_its_ramp():
+    steps = STEPS
+    log = _LrLog()
+    m = model()
+    m.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(1.0)),
+              loss="mse")
+    warm = hvd.callbacks.LearningRateWarmupCallback(initial_lr=0.4,
+                                                    warmup_epochs=2)
+    m.fit(X[MINE], Y[MINE], batch_size=B, epochs=3, verbose=0, shuffle=False,
+          callbacks=[warm, log])
+    want = [0.4 / n * ((e + b / steps) * (n - 1) / 2 + 1)
+            for e in range(2) for b in range(steps)] + [0.4] * steps
+    same(log.lrs, want, tol=1e-6)
+
+
+def check_schedule_staircase_and_momentum_correction():
+    log = _LrLog()
+    m = model()
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.9))
+    m.compile(optimizer=opt, loss="mse")
+    sched = hvd.callbacks.LearningRateScheduleCallback(
+        initial_lr=0.1, multiplier=lambda epoch: 10.0 ** -epoch,
+        start_epoch=1)
+    m.fit(X[MINE], Y[MINE], batch_size=B, epochs=3, verbose=0, shuffle=False,
+          callbacks=[sched, log])
+    same(log.lrs, [0.1] * STEPS + [0.01] * STEPS + [0.001] * STEPS, tol=1e-7)
+    # Momentum correction rescales the buffers at a change of rate.
+    before = flat(opt.momentums)
+    from horovod._keras.callbacks import _set_lr
+    _set_lr(opt, 0.0005, momentum_correction=True)
+    same(flat(opt.momentums), before * 0.5, tol=1e-6)
+
+
+def check_best_model_checkpoint_saves_on_rank_0_when_improved():
+    path = os.path.join(tempfile.gettempdir(),
+                        "hvd_best_%d.keras" % os.getppid())
+    if r == 0 and os.path.exists(path):
+        os.remove(path)
+    m = model()
+    m.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.05)),
+              loss="mse")
+    best = hvd.callbacks.BestModelCheckpoint(monitor="loss", filepath=path)
+    m.fit(X[MINE], Y[MINE], batch_size=B, epochs=3, verbose=0,
+          callbacks=[hvd.callbacks.MetricAverageCallback(), best])
+    hvd.allgather_object(None)  # rank 0 has saved
+    if r == 0:
+        assert os.path.exists(path)
+        loaded = keras.models.load_model(path)
+        same(flat(loaded.trainable_weights), flat(m.trainable_weights))
+        os.remove(path)
+    assert np.isfinite(best.best)
+
+
+def check_load_model_rewraps_the_optimizer_with_its_state():
+    path = os.path.join(tempfile.gettempdir(),
+                        "hvd_model_%d.keras" % os.getppid())
+    m, _ = fit_distributed(keras.optimizers.Adam(0.01))
+    if r == 0:
+        m.save(path)
+    hvd.allgather_object(None)
+    loaded = hvd.load_model(path)
+    from horovod._keras import _DistributedOptimizer
+    assert isinstance(loaded.optimizer, _DistributedOptimizer)
+    assert isinstance(loaded.optimizer, keras.optimizers.Adam)
+    same(int(keras.ops.convert_to_numpy(loaded.optimizer.iterations)), STEPS)
+    # Training goes on in step on every rank.
+    loaded.fit(X[MINE], Y[MINE], batch_size=B, epochs=1, verbose=0,
+               shuffle=False)
+    for other in hvd.allgather_object(flat(loaded.trainable_weights)):
+        same(other, flat(loaded.trainable_weights))
+    hvd.allgather_object(None)
+    if r == 0:
+        os.remove(path)
+
+
+def check_value_collectives_on_backend_tensors():
+    y = hvd.allreduce(np.full(3, float(r + 1), np.float32), op=hvd.Sum)
+    same(keras.ops.convert_to_numpy(y), [sum(k + 1 for k in ranks)] * 3)
+    g = hvd.allgather(np.full((2,), r, np.int32))
+    same(keras.ops.convert_to_numpy(g), np.repeat(ranks, 2))
+    b = hvd.broadcast(np.full(2, float(r), np.float32), root_rank=n - 1)
+    same(keras.ops.convert_to_numpy(b), [n - 1] * 2)
+    assert hvd.broadcast_object({"r": r}, root_rank=1) == {"r": 1}
+
+
+def check_errors():
+    raises(ValueError, lambda: hvd.DistributedOptimizer(object()), "object")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        keras.optimizers.SGD(0.1), op=hvd.Adasum), "Adasum")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        keras.optimizers.SGD(0.1), backward_passes_per_step=0),
+        "backward_passes_per_step")
+    raises(ValueError, lambda: hvd.callbacks.BestModelCheckpoint(mode="up"),
+           "mode")
