@@ -27,6 +27,23 @@ def horovodrun(np, script, *args, timeout=240, env=None):
                           env=full_env)
 
 
+def example_accuracy(np, script, *args, env=None):
+    """Runs examples/<script> through horovodrun and returns the number its
+    rank 0 prints after "final test accuracy:" (as printed)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    cmd = [sys.executable, "-m", "horovod.runner", "-np", str(np),
+           sys.executable, os.path.join(root, "examples", script)]
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    out = subprocess.run(cmd + [str(a) for a in args], capture_output=True,
+                         text=True, timeout=280, env=full_env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [l for l in out.stdout.splitlines() if "final test accuracy:" in l]
+    assert lines, out.stdout[-2000:]
+    return lines[0].split("final test accuracy:")[1].split()[0]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -3,7 +3,7 @@ of a real horovodrun job."""
 
 import pytest
 
-from conftest import assert_check_passed, check_names
+from conftest import assert_check_passed, check_names, example_accuracy
 
 pytest.importorskip("jax")
 pytest.importorskip("optax")
@@ -13,3 +13,9 @@ pytest.importorskip("optax")
 @pytest.mark.parametrize("check", check_names("jax"))
 def test_jax(check, np):
     assert_check_passed("jax", check, np)
+
+
+def test_digits_example_matches_one_process():
+    acc2 = example_accuracy(2, "jax_digits.py", "--epochs", "3")
+    assert float(acc2) > 0.8
+    assert acc2 == example_accuracy(1, "jax_digits.py", "--epochs", "3")

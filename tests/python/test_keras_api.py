@@ -3,7 +3,7 @@ backend, each asserted on every rank of a real horovodrun job."""
 
 import pytest
 
-from conftest import assert_check_passed, check_names
+from conftest import assert_check_passed, check_names, example_accuracy
 
 pytest.importorskip("keras")
 
@@ -19,3 +19,10 @@ def test_keras(check, backend):
 @pytest.mark.parametrize("check", check_names("keras"))
 def test_keras_three_ranks(check):
     assert_check_passed("keras", check, 3, {"KERAS_BACKEND": "tensorflow"})
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
+def test_digits_example_on_each_backend(backend):
+    acc = example_accuracy(2, "keras_digits.py", "--epochs", "4",
+                           env={"KERAS_BACKEND": backend})
+    assert float(acc) > 0.8, acc

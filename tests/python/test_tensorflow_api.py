@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import assert_check_passed, check_names
+from conftest import assert_check_passed, check_names, example_accuracy
 
 pytest.importorskip("tensorflow")
 
@@ -42,21 +42,9 @@ def test_nothing_shipped_links_tensorflow():
         assert "tensorflow" not in syms and "tensorflow" not in deps, lib
 
 
-def _final_accuracy(np, script):
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
-    out = subprocess.run(
-        [sys.executable, "-m", "horovod.runner", "-np", str(np),
-         sys.executable, os.path.join(root, "examples", script),
-         "--epochs", "3"], capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-3000:]
-    lines = [l for l in out.stdout.splitlines() if "final test accuracy" in l]
-    assert lines, out.stdout[-2000:]
-    return lines[0].split("final test accuracy:")[1].split()[0]
-
 
 def test_digits_example_matches_one_process():
-    acc2 = _final_accuracy(2, "tensorflow2_digits.py")
+    acc2 = example_accuracy(2, "tensorflow2_digits.py", "--epochs", "3")
     assert float(acc2) > 0.8
-    assert acc2 == _final_accuracy(1, "tensorflow2_digits.py")
+    assert acc2 == example_accuracy(1, "tensorflow2_digits.py", "--epochs",
+                                    "3")
