@@ -34,15 +34,20 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("-s", default=None, help="sizes in bytes, K/M/G suffixes")
     p.add_argument("-b", type=float, default=1.5, help="seconds per size")
-    p.add_argument("-l", default="hvd-py", help="label")
+    p.add_argument("-l", default=None, help="label")
+    p.add_argument("--out-of-place", action="store_true",
+                   help="hvd.allreduce (returns a new tensor), the form "
+                        "TensorFlow and JAX have, instead of allreduce_")
     args = p.parse_args()
     sizes = [parse_size(x) for x in args.s.split(",")] if args.s else DEFAULT_SIZES
+    args.l = args.l or ("hvd-py-oop" if args.out_of_place else "hvd-py")
     torch.set_num_threads(1)
     hvd.init()
     rank, n = hvd.rank(), hvd.size()
     if rank == 0:
-        print(f"# {args.l} np={n} inplace=1 budget={args.b:.2f}s "
-              f"torch={torch.__version__} horovod.torch allreduce_")
+        print(f"# {args.l} np={n} inplace={int(not args.out_of_place)} "
+              f"budget={args.b:.2f}s torch={torch.__version__} "
+              f"horovod.torch allreduce{'' if args.out_of_place else '_'}")
         sys.stdout.flush()
     for requested in sizes:
         count = max(1, requested // 4)
@@ -50,8 +55,13 @@ def main():
         pattern = (torch.arange(count, dtype=torch.int64) % 7 + 1).to(torch.float32)
         x = pattern * float(rank + 1)
 
+        result = [x]
+
         def call():
-            hvd.allreduce_(x, op=hvd.Sum, name="bench.x")
+            if args.out_of_place:
+                result[0] = hvd.allreduce(x, op=hvd.Sum, name="bench.x")
+            else:
+                hvd.allreduce_(x, op=hvd.Sum, name="bench.x")
 
         for _ in range(3):
             call()
@@ -68,7 +78,8 @@ def main():
             calls *= 2
         x.copy_(pattern * float(rank + 1))
         call()
-        bad = max_all(float((x != pattern * float(n * (n + 1) // 2)).sum().item()))
+        bad = max_all(float((result[0] != pattern * float(n * (n + 1) // 2))
+                            .sum().item()))
         x.zero_()
         iters = min(100000, int(0.02 / max(one, 1e-9)) + 1)
         trials = min(50, max(5, int(args.b / max(iters * one, 1e-9))))

@@ -71,6 +71,51 @@ def _engine_arrays(core_handles):
     return [_ops.output_numpy(h) for h in core_handles]
 
 
+# Below this size, copying into JAX costs less than adopting through DLPack.
+_ADOPT_BYTES = 256 << 10
+
+
+def _aligned_copy(a):
+    """A writable copy of the NumPy array `a`; when large, in 64-byte-aligned
+    memory, which jax.dlpack.from_dlpack then adopts without a copy."""
+    a = np.asarray(a)
+    if a.nbytes < _ADOPT_BYTES:  # copied into JAX afterwards anyway
+        return np.array(a, copy=True, order="C")
+    raw = np.empty(a.nbytes + 64, dtype=np.uint8)
+    start = -raw.ctypes.data % 64
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    np.copyto(out, a)
+    return out
+
+
+def _to_jax(a):
+    """A NumPy array (ours, or a view of an engine output) as a JAX array:
+    large ones adopted
+    without a copy (NumPy cannot export bfloat16: those are copied)."""
+    if a.nbytes < _ADOPT_BYTES or a.dtype.name == "bfloat16":
+        return jnp.asarray(a)
+    return jax.dlpack.from_dlpack(a)
+
+
+def _eager_collective(op, xs, prefix, name, process_set, **kw):
+    """The collective over concrete arrays: one copy into aligned memory
+    for the in-place ops, none for the others; results adopted by JAX."""
+    try:
+        if op in (_OP.allreduce, _OP.broadcast):
+            outs = [_aligned_copy(x) for x in xs]
+            _collectives.synchronize(_collectives.enqueue(
+                op, outs, prefix, name, lambda _: None,
+                process_set=process_set, **kw))
+            return [_to_jax(o) for o in outs]
+        ins = [_readable(x) for x in xs]
+        return _collectives.synchronize(_collectives.enqueue(
+            op, ins, prefix, name,
+            lambda chs: [_to_jax(_ops.output_numpy(h)) for h in chs],
+            process_set=process_set, **kw))
+    finally:
+        _collectives.leave_census()
+
+
 def _numpy_collective(op, arrays, prefix, name, process_set, **kw):
     """Runs one engine operation over NumPy arrays and returns NumPy
     results: in place for allreduce and broadcast, engine-allocated
@@ -93,11 +138,10 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
     """The collective over the arrays xs: directly when they are concrete,
     as one ordered io_callback when traced. out_specs(xs) gives the output
     ShapeDtypeStructs for tracing."""
-    xs = [jnp.asarray(x) for x in xs]
     if not _traced(xs):
-        outs = _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
+        return _eager_collective(op, [np.asarray(x) for x in xs], prefix,
                                  name, process_set, **kw)
-        return [jnp.asarray(o) for o in outs]
+    xs = [jnp.asarray(x) for x in xs]
     specs = out_specs(xs)
 
     def host(*arrays):
@@ -150,9 +194,14 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` over the ranks of the set (Average by default).
     Differentiable; works eagerly and under jax.jit."""
-    return _grouped_allreduce([tensor], name, resolve_op(average, op),
-                              float(prescale_factor), float(postscale_factor),
-                              process_set, "allreduce")[0]
+    op = resolve_op(average, op)
+    if not _traced([tensor]):  # no gradient to record: skip the VJP wrapper
+        return _call(_OP.allreduce, [tensor], "allreduce", name, process_set,
+                     None, reduce_op=op, prescale=float(prescale_factor),
+                     postscale=float(postscale_factor))[0]
+    return _grouped_allreduce([tensor], name, op, float(prescale_factor),
+                              float(postscale_factor), process_set,
+                              "allreduce")[0]
 
 
 def grouped_allreduce(tensors, average=None, name=None, op=None,
@@ -162,6 +211,11 @@ def grouped_allreduce(tensors, average=None, name=None, op=None,
     tensors = list(tensors)
     if not tensors:
         return []
+    if not _traced(tensors):
+        return _call(_OP.allreduce, tensors, "grouped_allreduce", name,
+                     process_set, None, reduce_op=resolve_op(average, op),
+                     prescale=float(prescale_factor),
+                     postscale=float(postscale_factor))
     return _grouped_allreduce(tensors, name, resolve_op(average, op),
                               float(prescale_factor), float(postscale_factor),
                               process_set, "grouped_allreduce")
@@ -205,11 +259,13 @@ _allgather.defvjp(_allgather_fwd, _allgather_bwd)
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's array along dimension 0 (differentiable).
     Under jit every rank must contribute the same number of rows."""
-    tensor = jnp.asarray(tensor)
-    if tensor.ndim == 0:
+    if np.ndim(tensor) == 0:
         raise HorovodInvalidArgumentError(
             "allgather needs an array with at least one dimension, got a "
             "scalar (rank %d)" % rank())
+    if not _traced([tensor]):
+        return _call(_OP.allgather, [tensor], "allgather", name, process_set,
+                     None)[0]
     return _allgather(tensor, name, process_set)
 
 
@@ -239,6 +295,9 @@ _grouped_broadcast.defvjp(_grouped_broadcast_fwd, _grouped_broadcast_bwd)
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root_rank's array on every rank (differentiable)."""
+    if not _traced([tensor]):
+        return _call(_OP.broadcast, [tensor], "broadcast", name, process_set,
+                     None, root=int(root_rank))[0]
     return _grouped_broadcast([tensor], int(root_rank), name, process_set,
                               "broadcast")[0]
 
@@ -250,8 +309,13 @@ def broadcast_parameters(params, root_rank=0, name=None,
     leaves, tree = jax.tree_util.tree_flatten(params)
     if not leaves:
         return params
-    out = _grouped_broadcast([jnp.asarray(x) for x in leaves], int(root_rank),
-                             name, process_set, "grouped_broadcast")
+    if not _traced(leaves):
+        out = _call(_OP.broadcast, leaves, "grouped_broadcast", name,
+                    process_set, None, root=int(root_rank))
+    else:
+        out = _grouped_broadcast([jnp.asarray(x) for x in leaves],
+                                 int(root_rank), name, process_set,
+                                 "grouped_broadcast")
     return jax.tree_util.tree_unflatten(tree, out)
 
 
@@ -371,8 +435,13 @@ def reducescatter(tensor, name=None, op=Average,
     """Reduces `tensor` over the set and returns this rank's share of
     dimension 0 (the first dim0 % size ranks get one extra row).
     Differentiable."""
-    return _reducescatter(jnp.asarray(tensor), name,
-                          Average if op is None else op,
+    op = Average if op is None else op
+    if not _traced([tensor]):
+        return _call(_OP.reducescatter, [tensor], "reducescatter", name,
+                     process_set, None, reduce_op=op,
+                     prescale=float(prescale_factor),
+                     postscale=float(postscale_factor))[0]
+    return _reducescatter(jnp.asarray(tensor), name, op,
                           float(prescale_factor), float(postscale_factor),
                           process_set)
 

@@ -23,6 +23,7 @@ import re
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager import record
 from tensorflow.python.ops import control_flow_util
 
 from horovod.common import ops as _ops
@@ -123,8 +124,11 @@ def _run(fn, inputs, touts):
 
 def _differentiable(forward, backward, tensors):
     """forward(tensors) with backward(output grads) as its gradient, for
-    floating-point inputs; integer inputs have no gradient."""
-    if not all(t.dtype.is_floating for t in tensors):
+    floating-point inputs; integer inputs have no gradient. Eagerly with no
+    tape recording there is nothing to differentiate, and the gradient
+    wrapper (a large share of a small collective's time) is skipped."""
+    if not all(t.dtype.is_floating for t in tensors) or (
+            tf.executing_eagerly() and not record.could_possibly_record()):
         return forward(tensors)
 
     @tf.custom_gradient
