@@ -10,8 +10,8 @@
 #   bash benchmarks/run.sh                       # everything (~20 min on 2 cores)
 #   NPS="2" BUDGET=0.5 bash benchmarks/run.sh engine python
 #   ANCHORS=/path/to/shared/bench bash benchmarks/run.sh
-# Sections: anchors engine hosts python fusion autotune training (default:
-# all).
+# Sections: anchors engine hosts python frameworks fusion autotune training
+# (default: all).
 # Needs `bash scripts/setup.sh` first (engine installed, OpenMPI present).
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +19,7 @@ ANCHORS=${ANCHORS:-$REPO/../shared/bench}
 NPS=${NPS:-"2 4"}
 BUDGET=${BUDGET:-1.0}
 OUT=${OUT:-$REPO/benchmarks/results/$(date -u +%Y-%m-%d)}
-SECTIONS=${*:-"anchors engine hosts python fusion autotune training"}
+SECTIONS=${*:-"anchors engine hosts python frameworks fusion autotune training"}
 TUN="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
@@ -86,6 +86,34 @@ python_level() {
   done
 }
 
+# The same allreduce from TensorFlow and JAX (eager and inside jit) beside
+# the torch path in place and out of place (the form TF and JAX have), then
+# Keras training: model.fit at np=1/2, a custom loop with
+# DistributedGradientTape against MultiWorkerMirroredStrategy's, and two
+# independent one-rank runs at once (what this machine allows np=2 at most).
+frameworks() {
+  local S="-s 4,1K,64K,1M,16M,64M -b $BUDGET"
+  for np in $NPS; do
+    run hvd-py-oop-np$np horovodrun -np $np python benchmarks/py_allreduce.py $S --out-of-place
+    run hvd-tf-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework tensorflow $S
+    run hvd-jax-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework jax $S
+    run hvd-jax-jit-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework jax --jit $S
+  done
+  local K=benchmarks/keras_synthetic.py
+  for np in 1 2; do
+    run train-keras-np$np horovodrun -np $np python $K --mode hvd
+    run train-keras-loop-np$np horovodrun -np $np python $K --mode hvd-loop
+  done
+  run train-keras-mwms-np2 python $K --mode mwms --np 2
+  ( HOROVOD_RANK=0 HOROVOD_SIZE=1 python $K --mode hvd > "$OUT/train-keras-solo-a.txt" 2>&1 &
+    HOROVOD_RANK=0 HOROVOD_SIZE=1 python $K --mode hvd > "$OUT/train-keras-solo-b.txt" 2>&1
+    wait )
+  local a b
+  a=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-a.txt" | cut -d, -f4)
+  b=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-b.txt" | cut -d, -f4)
+  echo "TRAIN,keras-2-solo,2,$(python -c "print(${a:-nan} + ${b:-nan})")" >> "$OUT/results.csv"
+}
+
 fusion() {
   run fusion-np2 horovodrun -np 2 python benchmarks/fusion_bench.py --steps 30
   build_engine || { log "engine build failed"; return; }
@@ -110,10 +138,12 @@ training() {
 }
 
 { echo "date: $(date -u)"; uname -a; nproc; cat /proc/loadavg; git -C "$REPO" rev-parse HEAD;
-  python -c 'import torch; print("torch", torch.__version__)'; } > "$OUT/env.txt" 2>&1
+  python -c 'import torch; print("torch", torch.__version__)'
+  python -c 'import tensorflow as t, jax, keras; print("tensorflow", t.__version__, "jax", jax.__version__, "keras", keras.__version__)'
+  } > "$OUT/env.txt" 2>&1
 for s in $SECTIONS; do
   case $s in
-    anchors|engine|hosts|fusion|autotune|training) $s ;;
+    anchors|engine|hosts|frameworks|fusion|autotune|training) $s ;;
     python) python_level ;;
     *) echo "unknown section $s"; exit 2 ;;
   esac
