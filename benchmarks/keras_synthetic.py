@@ -59,6 +59,23 @@ def data(np_, batch, steps, seed):
     return x, y
 
 
+def loop_rate(step, x, y, args):
+    """Steps per second of a custom loop over the synthetic data: the median
+    over epochs after the first, each timed after its first args.skip
+    steps."""
+    import tensorflow as tf
+    rates = []
+    for _ in range(args.epochs):
+        for s in range(args.steps):
+            if s == args.skip:
+                t0 = time.perf_counter()
+            lo = s * args.batch_size
+            step(tf.constant(x[lo:lo + args.batch_size]),
+                 tf.constant(y[lo:lo + args.batch_size]))
+        rates.append((args.steps - args.skip) / (time.perf_counter() - t0))
+    return statistics.median(rates[1:] or rates)
+
+
 def run_hvd(args):
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -110,16 +127,7 @@ def run_hvd_loop(args):
         opt.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    rates = []
-    for _ in range(args.epochs):
-        for s in range(args.steps):
-            if s == args.skip:
-                t0 = time.perf_counter()
-            lo = s * args.batch_size
-            step(tf.constant(x[lo:lo + args.batch_size]),
-                 tf.constant(y[lo:lo + args.batch_size]))
-        rates.append((args.steps - args.skip) / (time.perf_counter() - t0))
-    rate = statistics.median(rates[1:] or rates)
+    rate = loop_rate(step, x, y, args)
     if hvd.rank() == 0:
         total = rate * args.batch_size * n
         print("Total img/sec on %d CPU(s): %.1f" % (n, total))
@@ -182,16 +190,7 @@ def run_mwms_worker(args):
             return loss
         return strategy.run(replica, args=(xb, yb))
 
-    rates = []
-    for _ in range(args.epochs):
-        for s in range(args.steps):
-            if s == args.skip:
-                t0 = time.perf_counter()
-            lo = s * args.batch_size
-            step(tf.constant(x[lo:lo + args.batch_size]),
-                 tf.constant(y[lo:lo + args.batch_size]))
-        rates.append((args.steps - args.skip) / (time.perf_counter() - t0))
-    rate = statistics.median(rates[1:] or rates)
+    rate = loop_rate(step, x, y, args)
     if index == 0:
         total = rate * args.batch_size * n
         print("Total img/sec on %d CPU(s): %.1f" % (n, total))

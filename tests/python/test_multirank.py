@@ -106,7 +106,8 @@ def test_horovodrun_check_build():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
     assert "Available Frameworks:" in out.stdout
-    assert "[X] PyTorch" in out.stdout
+    for framework in ("PyTorch", "TensorFlow", "Keras", "JAX"):
+        assert "[X] %s" % framework in out.stdout, out.stdout
     assert "Available Tensor Operations:" in out.stdout
 
 

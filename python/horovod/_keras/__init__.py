@@ -17,7 +17,8 @@ Thread-safety: a distributed optimizer is used by the thread that trains.
 import keras
 
 from horovod.common.exceptions import HorovodInvalidArgumentError
-from horovod.common.ops import Adasum, Average, process_collectives
+from horovod.common.grouping import check_reduction_args, group_plan
+from horovod.common.ops import Average, process_collectives
 from horovod.common.process_sets import global_process_set
 
 _collectives = process_collectives()
@@ -46,36 +47,6 @@ def backend_module():
 
 def _var_key(v):
     return id(v)
-
-
-def group_plan(count, variables, groups):
-    """Positions 0..count-1 split into units reduced together: one unit per
-    step (None), `groups` contiguous units (an int), or the given lists of
-    variables (the rest one unit each)."""
-    if count == 0:
-        return []
-    if groups is None:
-        return [list(range(count))]
-    if isinstance(groups, int):
-        n = min(groups, count)
-        size, extra = divmod(count, n)
-        plan, start = [], 0
-        for g in range(n):
-            end = start + size + (1 if g < extra else 0)
-            plan.append(list(range(start, end)))
-            start = end
-        return plan
-    position = {_var_key(v): i for i, v in enumerate(variables)}
-    plan, taken = [], set()
-    for group in groups:
-        members = sorted(position[_var_key(v)] for v in group
-                         if _var_key(v) in position and
-                         position[_var_key(v)] not in taken)
-        taken.update(members)
-        if members:
-            plan.append(members)
-    plan.extend([i] for i in range(count) if i not in taken)
-    return plan
 
 
 class Compression:
@@ -109,18 +80,8 @@ class _Reducer:
 
     def __init__(self, name, compression, sparse_as_dense, op,
                  gradient_predivide_factor, groups, process_set):
-        if op == Adasum:
-            raise HorovodInvalidArgumentError(
-                "op=Adasum is not supported by this build (rank %d); use "
-                "Average or Sum" % _basics.rank())
-        if gradient_predivide_factor != 1.0 and op != Average:
-            raise ValueError("gradient_predivide_factor not supported with "
-                             "op != Average")
-        if groups is not None and not (
-                isinstance(groups, list) or
-                (isinstance(groups, int) and groups > 0)):
-            raise ValueError("groups should be a non-negative integer or a "
-                             "list of list of keras.Variable.")
+        check_reduction_args(op, gradient_predivide_factor, groups,
+                             _basics.rank())
         self.name = name
         self.compression = compression or Compression.none
         self.sparse_as_dense = sparse_as_dense
@@ -150,8 +111,11 @@ class _Reducer:
             return self._tf_reducer.reduce(grads, variables)
         present = [i for i, g in enumerate(grads) if g is not None]
         pairs = [self.compression.compress(grads[i]) for i in present]
-        plan = group_plan(len(present), [variables[i] for i in present],
-                          self.groups)
+        # Without explicit groups, one unit for the whole step.
+        plan = group_plan([variables[i] for i in present], self.groups,
+                          _var_key) if self.groups is not None else \
+            [list(range(len(present)))]
+        plan = [u for u in plan if u]
         reduced = [None] * len(present)
         if backend == "torch":
             import horovod.torch as hvd

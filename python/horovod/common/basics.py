@@ -133,6 +133,10 @@ class HorovodBasics:
         self._process_sets[pid] = process_set
         return process_set
 
+    def process_set_by_id(self, process_set_id):
+        """The registered ProcessSet with this id, or None."""
+        return self._process_sets.get(process_set_id)
+
     def remove_process_set(self, process_set):
         if process_set.process_set_id in (None, 0):
             raise ValueError("cannot remove %r" % process_set)

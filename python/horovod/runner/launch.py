@@ -62,24 +62,32 @@ def _die_with_parent():
         pass
 
 
+def _importable(module):
+    """Whether `module` is installed, found without importing it (importing
+    TensorFlow takes seconds)."""
+    import importlib.util
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def check_build(out=sys.stdout):
     def mark(b):
         return "X" if b else " "
-    try:
-        import torch  # noqa: F401
-        has_torch = True
-    except Exception:
-        has_torch = False
     try:
         from horovod import _core  # noqa: F401
         engine = True
     except Exception:
         engine = False
+    frameworks = [("TensorFlow", "tensorflow"), ("PyTorch", "torch"),
+                  ("Keras", "keras"), ("JAX", "jax")]
+    lines = "".join("    [%s] %s\n" % (mark(engine and _importable(m)), name)
+                    for name, m in frameworks)
     out.write(
         "Horovod v%s:\n\n"
         "Available Frameworks:\n"
-        "    [ ] TensorFlow\n"
-        "    [%s] PyTorch\n"
+        "%s"
         "    [ ] MXNet\n\n"
         "Available Controllers:\n"
         "    [ ] MPI\n"
@@ -92,8 +100,7 @@ def check_build(out=sys.stdout):
         "    [ ] MPI\n"
         "    [ ] Gloo\n"
         "    [%s] CPU (native ring/recursive doubling over TCP)\n"
-        % (horovod.__version__, mark(has_torch and engine), mark(engine),
-           mark(engine)))
+        % (horovod.__version__, lines, mark(engine), mark(engine)))
 
 
 class _Records:

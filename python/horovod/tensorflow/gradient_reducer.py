@@ -12,8 +12,8 @@ Thread-safety: reduce() may be called from any thread.
 
 import tensorflow as tf
 
-from horovod.common.exceptions import HorovodInvalidArgumentError
-from horovod.common.ops import Adasum, Average
+from horovod.common.grouping import check_reduction_args, group_plan
+from horovod.common.ops import Average
 from horovod.common.process_sets import global_process_set
 from horovod.tensorflow import mpi_ops as _mpi
 
@@ -37,18 +37,8 @@ class GradientReducer:
                  gradient_predivide_factor=1.0, groups=None,
                  process_set=global_process_set):
         from horovod.tensorflow.compression import Compression
-        if op == Adasum:
-            raise HorovodInvalidArgumentError(
-                "op=Adasum is not supported by this build (rank %d); use "
-                "Average or Sum" % _mpi.rank())
-        if gradient_predivide_factor != 1.0 and op != Average:
-            raise ValueError("gradient_predivide_factor not supported with "
-                             "op != Average")
-        if groups is not None and not (
-                isinstance(groups, list) or
-                (isinstance(groups, int) and groups > 0)):
-            raise ValueError("groups should be a non-negative integer or a "
-                             "list of list of tf.Variable.")
+        check_reduction_args(op, gradient_predivide_factor, groups,
+                             _mpi.rank())
         self._name = name
         self._compression = compression or Compression.none
         self._sparse_as_dense = sparse_as_dense
@@ -62,31 +52,6 @@ class GradientReducer:
     @property
     def process_set(self):
         return self._process_set
-
-    def _plan(self, dense, variables):
-        """Lists of positions in `dense` reduced as one unit each."""
-        if self._groups is None:
-            return [[i] for i in range(len(dense))]
-        if isinstance(self._groups, int):
-            n = min(self._groups, len(dense)) or 1
-            size, extra = divmod(len(dense), n)
-            plan, start = [], 0
-            for g in range(n):
-                end = start + size + (1 if g < extra else 0)
-                plan.append(list(range(start, end)))
-                start = end
-            return [p for p in plan if p]
-        position = {var_key(variables[i]): i for i in range(len(dense))}
-        plan, taken = [], set()
-        for group in self._groups:
-            members = [position[var_key(v)] for v in group
-                       if position.get(var_key(v)) is not None and
-                       position[var_key(v)] not in taken]
-            taken.update(members)
-            if members:
-                plan.append(sorted(members))
-        plan.extend([i] for i in range(len(dense)) if i not in taken)
-        return plan
 
     def reduce(self, grads, variables):
         """The reduced gradients, in the order given; None stays None. A
@@ -108,7 +73,8 @@ class GradientReducer:
         pairs = [self._compression.compress(tf.convert_to_tensor(grads[i]))
                  for i in dense_at]
         dense = [c for c, _ in pairs]
-        plan = self._plan(dense, [variables[i] for i in dense_at])
+        plan = group_plan([variables[i] for i in dense_at], self._groups,
+                          var_key)
         names = ["%s.%d.%s" % (self._name, i,
                                _mpi._normalize_name(variable_name(variables[i])))
                  for i in range(len(variables))]

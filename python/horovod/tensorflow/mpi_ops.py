@@ -33,35 +33,11 @@ from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
                                 Product, Sum, resolve_op)
 from horovod.common.process_sets import ProcessSet  # noqa: F401
 from horovod.common.process_sets import global_process_set
+from horovod.common.topology import *  # noqa: F401,F403
+from horovod.common.topology import local_rank, local_size, rank
 
 _collectives = _ops.process_collectives()
-_basics = _collectives.basics
 _OP = _ops.OpType
-
-init = _basics.init
-shutdown = _basics.shutdown
-is_initialized = _basics.is_initialized
-size = _basics.size
-rank = _basics.rank
-local_size = _basics.local_size
-local_rank = _basics.local_rank
-cross_size = _basics.cross_size
-cross_rank = _basics.cross_rank
-is_homogeneous = _basics.is_homogeneous
-mpi_threads_supported = _basics.mpi_threads_supported
-mpi_enabled = _basics.mpi_enabled
-mpi_built = _basics.mpi_built
-gloo_enabled = _basics.gloo_enabled
-gloo_built = _basics.gloo_built
-nccl_built = _basics.nccl_built
-ddl_built = _basics.ddl_built
-ccl_built = _basics.ccl_built
-cuda_built = _basics.cuda_built
-rocm_built = _basics.rocm_built
-add_process_set = _basics.add_process_set
-remove_process_set = _basics.remove_process_set
-start_timeline = _basics.start_timeline
-stop_timeline = _basics.stop_timeline
 
 
 def _executing_eagerly():
@@ -622,9 +598,9 @@ def _topology_op(value_fn, name):
 
 
 def _set_of(process_set_id):
-    for ps in list(_basics._process_sets.values()):
-        if ps.process_set_id == process_set_id:
-            return ps
+    ps = _collectives.basics.process_set_by_id(process_set_id)
+    if ps is not None:
+        return ps
     raise HorovodInvalidArgumentError(
         "process set %r is not registered (rank %d)" % (process_set_id,
                                                         rank()))

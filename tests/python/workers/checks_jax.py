@@ -8,6 +8,7 @@ import numpy as np
 import optax
 
 import horovod.jax as hvd
+from expect import raises
 
 hvd.init()
 r, n = hvd.rank(), hvd.size()
@@ -25,16 +26,6 @@ def same(got, want, tol=1e-2):
         raise AssertionError("%s %s != %s %s" % (got.shape, got.ravel()[:6],
                                                  want.shape,
                                                  want.ravel()[:6]))
-
-
-def raises(exc, fn, *words):
-    try:
-        fn()
-    except exc as e:
-        for w in words:
-            assert w in str(e), "%r not in %s" % (w, e)
-        return
-    raise AssertionError("%s not raised" % exc.__name__)
 
 
 def check_allreduce_every_dtype_op_and_mode():

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 
 import horovod.keras as hvd
+from expect import raises
 
 hvd.init()
 r, n = hvd.rank(), hvd.size()
@@ -28,16 +29,6 @@ def same(got, want, tol=1e-5):
     if got.shape != want.shape or not np.allclose(got, want, atol=tol,
                                                   rtol=tol):
         raise AssertionError("%s != %s" % (got.ravel()[:6], want.ravel()[:6]))
-
-
-def raises(exc, fn, *words):
-    try:
-        fn()
-    except exc as e:
-        for w in words:
-            assert w in str(e), "%r not in %s" % (w, e)
-        return
-    raise AssertionError("%s not raised" % exc.__name__)
 
 
 def model(perturb=False):

@@ -6,19 +6,10 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from expect import raises
 
 hvd.init()
 r, n = hvd.rank(), hvd.size()
-
-
-def raises(exc, fn, *words):
-    try:
-        fn()
-    except exc as e:
-        for w in words:
-            assert w in str(e), "%r not in %s" % (w, e)
-        return e
-    raise AssertionError("%s not raised" % exc.__name__)
 
 
 def still_working():

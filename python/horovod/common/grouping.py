@@ -1,0 +1,54 @@
+"""Framework-neutral pieces of gradient reduction shared by the
+DistributedGradientTape and the TensorFlow, Keras and JAX optimizers:
+argument checks and the split of a step's gradients into units reduced
+together."""
+
+from horovod.common.exceptions import HorovodInvalidArgumentError
+from horovod.common.ops import Adasum, Average
+
+
+def check_reduction_args(op, gradient_predivide_factor, groups, rank):
+    """Upstream's checks of a distributed optimizer's arguments, and
+    Adasum, which this engine does not implement."""
+    if op == Adasum:
+        raise HorovodInvalidArgumentError(
+            "op=Adasum is not supported by this build (rank %d); use "
+            "Average or Sum" % rank)
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with "
+                         "op != Average")
+    if groups is not None and not (
+            isinstance(groups, list) or
+            (isinstance(groups, int) and groups > 0)):
+        raise ValueError("groups should be a non-negative integer or a "
+                         "list of list of variables.")
+
+
+def group_plan(variables, groups, key=id):
+    """Positions 0..len(variables)-1 split into units reduced together: one
+    unit per variable (groups None), `groups` contiguous units (an int), or
+    the given lists of variables (the others one unit each). `key` gives a
+    variable's identity."""
+    count = len(variables)
+    if groups is None:
+        return [[i] for i in range(count)]
+    if isinstance(groups, int):
+        n = min(groups, count) or 1
+        size, extra = divmod(count, n)
+        plan, start = [], 0
+        for g in range(n):
+            end = start + size + (1 if g < extra else 0)
+            if end > start:
+                plan.append(list(range(start, end)))
+            start = end
+        return plan
+    position = {key(v): i for i, v in enumerate(variables)}
+    plan, taken = [], set()
+    for group in groups:
+        members = sorted({position[key(v)] for v in group
+                          if key(v) in position} - taken)
+        taken.update(members)
+        if members:
+            plan.append(members)
+    plan.extend([i] for i in range(count) if i not in taken)
+    return plan
