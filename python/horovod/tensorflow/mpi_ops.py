@@ -35,6 +35,7 @@ from horovod.common.process_sets import ProcessSet  # noqa: F401
 from horovod.common.process_sets import global_process_set
 from horovod.common.topology import *  # noqa: F401,F403
 from horovod.common.topology import local_rank, local_size, rank
+from horovod.tensorflow.compression import Compression
 
 _collectives = _ops.process_collectives()
 _OP = _ops.OpType
@@ -64,6 +65,10 @@ def _op_name(kind, tensor, name, ignore_name_scope):
         if scope:
             name = scope + "/" + name
     return graph.unique_name(name, mark_as_used=True)
+
+
+def _as_tensor(t):
+    return t if isinstance(t, tf.Tensor) else tf.convert_to_tensor(t)
 
 
 def _check_not_xla():
@@ -237,8 +242,11 @@ def _dim0(tensor):
 
 
 def _set_shapes(outs, shapes):
-    for o, s in zip(outs, shapes):
-        o.set_shape(s)
+    """Static shapes for a graph's py_function outputs (eager tensors have
+    theirs already)."""
+    if not tf.executing_eagerly():
+        for o, s in zip(outs, shapes):
+            o.set_shape(s)
     return outs
 
 
@@ -255,7 +263,7 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
                        postscale_factor=1.0, ignore_name_scope=False,
                        process_set=global_process_set,
                        prefix="grouped_allreduce"):
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
         return []
     name = _op_name("HorovodAllreduce", tensors[0], name, ignore_name_scope)
@@ -309,14 +317,13 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
               process_set=global_process_set, ignore_name_scope=False):
     """Reduces `tensor` over every rank of the process set (Average by
     default). A tf.IndexedSlices is allgathered instead. Differentiable."""
-    from horovod.tensorflow.compression import Compression
     op = resolve_op(average, op)
     if isinstance(tensor, tf.IndexedSlices):
         return _sparse_allreduce(tensor, name, op, prescale_factor,
                                  postscale_factor, ignore_name_scope,
                                  process_set)
     compression = compression or Compression.none
-    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+    compressed, ctx = compression.compress(_as_tensor(tensor))
     reduced = _allreduce(compressed, name, op, prescale_factor,
                          postscale_factor, ignore_name_scope, process_set)
     return compression.decompress(reduced, ctx)
@@ -328,7 +335,6 @@ def grouped_allreduce(tensors, average=None, device_dense="",
                       process_set=global_process_set, ignore_name_scope=False,
                       name=None):
     """allreduce of each tensor, negotiated and fused as one unit."""
-    from horovod.tensorflow.compression import Compression
     op = resolve_op(average, op)
     tensors = list(tensors)
     sparse = [i for i, t in enumerate(tensors)
@@ -355,7 +361,7 @@ def grouped_allreduce(tensors, average=None, device_dense="",
 def _grouped_allgather(tensors, name=None, ignore_name_scope=False,
                        process_set=global_process_set,
                        prefix="grouped_allgather"):
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
         return []
     name = _op_name("HorovodAllgather", tensors[0], name, ignore_name_scope)
@@ -408,7 +414,7 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
 def _grouped_broadcast(tensors, root_rank, name=None, ignore_name_scope=False,
                        process_set=global_process_set,
                        prefix="grouped_broadcast"):
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
         return []
     name = _op_name("HorovodBroadcast", tensors[0], name, ignore_name_scope)
@@ -502,7 +508,7 @@ def _grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
                            postscale_factor=1.0, ignore_name_scope=False,
                            process_set=global_process_set,
                            prefix="grouped_reducescatter"):
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [_as_tensor(t) for t in tensors]
     if not tensors:
         return []
     name = _op_name("HorovodReducescatter", tensors[0], name,
@@ -540,9 +546,8 @@ def reducescatter(tensor, device_dense="", compression=None, op=Average,
     """Reduces `tensor` over the set and returns this rank's share of
     dimension 0 (the first dim0 % size ranks get one extra row).
     Differentiable."""
-    from horovod.tensorflow.compression import Compression
     compression = compression or Compression.none
-    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+    compressed, ctx = compression.compress(_as_tensor(tensor))
     out = _grouped_reducescatter([compressed], name,
                                  Average if op is None else op,
                                  prescale_factor, postscale_factor,
@@ -556,7 +561,6 @@ def grouped_reducescatter(tensors, device_dense="", compression=None,
                           prescale_factor=1.0, postscale_factor=1.0,
                           name=None, ignore_name_scope=False):
     """reducescatter of each tensor, negotiated as one unit."""
-    from horovod.tensorflow.compression import Compression
     compression = compression or Compression.none
     pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
     outs = _grouped_reducescatter([c for c, _ in pairs], name,
