@@ -45,10 +45,6 @@ def backend_module():
     return hvd
 
 
-def _var_key(v):
-    return id(v)
-
-
 class Compression:
     """Backend-neutral gradient compression (keras.ops casts)."""
 
@@ -86,6 +82,8 @@ class _Reducer:
         self.compression = compression or Compression.none
         self.sparse_as_dense = sparse_as_dense
         self.op = op
+        self.predivide = gradient_predivide_factor
+        # Average split around the sum: 1/f before, f/size after.
         self.prescale = 1.0 / gradient_predivide_factor
         self.postscale = gradient_predivide_factor
         self.groups = groups
@@ -107,15 +105,15 @@ class _Reducer:
                     GradientReducer
                 self._tf_reducer = GradientReducer(
                     self.name, self.compression, self.sparse_as_dense,
-                    self.op, self.postscale, self.groups, self.process_set)
+                    self.op, self.predivide, self.groups, self.process_set)
             return self._tf_reducer.reduce(grads, variables)
         present = [i for i, g in enumerate(grads) if g is not None]
+        if not present:
+            return list(grads)
         pairs = [self.compression.compress(grads[i]) for i in present]
         # Without explicit groups, one unit for the whole step.
-        plan = group_plan([variables[i] for i in present], self.groups,
-                          _var_key) if self.groups is not None else \
-            [list(range(len(present)))]
-        plan = [u for u in plan if u]
+        plan = group_plan([variables[i] for i in present], self.groups) \
+            if self.groups is not None else [list(range(len(present)))]
         reduced = [None] * len(present)
         if backend == "torch":
             import horovod.torch as hvd
@@ -162,7 +160,7 @@ class _DistributedOptimizer:
     def register_local_var(self, var):
         """Keeps `var`'s gradient local: it is not reduced across ranks
         (divided by the set size when scale_local_gradients)."""
-        self._hvd_local.add(_var_key(var))
+        self._hvd_local.add(id(var))
 
     def _backend_apply_gradients(self, grads, trainable_variables):
         # Remembered for _clip_gradients, which sees the gradients only.
@@ -179,7 +177,7 @@ class _DistributedOptimizer:
             grads = [None if g is None else g * self._hvd_passes
                      for g in grads]
         local = [i for i, v in enumerate(variables)
-                 if _var_key(v) in self._hvd_local]
+                 if id(v) in self._hvd_local]
         shared = [i for i in range(len(grads)) if i not in local]
         reduced = self._hvd_reducer.reduce([grads[i] for i in shared],
                                            [variables[i] for i in shared])
@@ -225,13 +223,13 @@ def create_distributed_optimizer(optimizer, name, compression,
         # Keeps the optimizer's variables (a loaded model's state).
         optimizer.__class__ = cls
         wrapped = optimizer
+        if backward_passes_per_step > 1:
+            wrapped.gradient_accumulation_steps = backward_passes_per_step
     else:
         config = optimizer.get_config()
         if backward_passes_per_step > 1:
             config["gradient_accumulation_steps"] = backward_passes_per_step
         wrapped = cls.from_config(config)
-    if backward_passes_per_step > 1 and in_place:
-        wrapped.gradient_accumulation_steps = backward_passes_per_step
     wrapped._hvd_setup(reducer, backward_passes_per_step,
                        average_aggregated_gradients, scale_local_gradients)
     return wrapped

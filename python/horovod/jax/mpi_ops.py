@@ -40,22 +40,12 @@ def _traced(xs):
     return any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
-def _host(x):
-    """A writable, C-contiguous NumPy copy of x (the engine's in-place
-    target)."""
-    return np.array(x, copy=True, order="C")
-
-
 def _readable(x):
     """x as C-contiguous, writable NumPy memory the engine reads: the
     binding takes writable arrays only, and JAX hands out read-only views of
     its buffers, which are copied."""
     a = np.ascontiguousarray(np.asarray(x))
     return a if a.flags.writeable else np.array(a)
-
-
-def _engine_arrays(core_handles):
-    return [_ops.output_numpy(h) for h in core_handles]
 
 
 # Below this size, copying into JAX costs less than adopting through DLPack.
@@ -77,46 +67,30 @@ def _aligned_copy(a):
 
 def _to_jax(a):
     """A NumPy array (ours, or a view of an engine output) as a JAX array:
-    large ones adopted
-    without a copy (NumPy cannot export bfloat16: those are copied)."""
+    large ones adopted without a copy (NumPy cannot export bfloat16: those
+    are copied)."""
     if a.nbytes < _ADOPT_BYTES or a.dtype.name == "bfloat16":
         return jnp.asarray(a)
     return jax.dlpack.from_dlpack(a)
 
 
-def _eager_collective(op, xs, prefix, name, process_set, **kw):
-    """The collective over concrete arrays: one copy into aligned memory
-    for the in-place ops, none for the others; results adopted by JAX."""
+def _numpy_collective(op, arrays, prefix, name, process_set,
+                      convert=lambda a: a, **kw):
+    """One engine operation over NumPy arrays, each result passed through
+    `convert`: in place on one copy for allreduce and broadcast (aligned, so
+    JAX can adopt it), engine-allocated (no copy) otherwise."""
     try:
         if op in (_OP.allreduce, _OP.broadcast):
-            outs = [_aligned_copy(x) for x in xs]
+            outs = [_aligned_copy(a) for a in arrays]
             _collectives.synchronize(_collectives.enqueue(
                 op, outs, prefix, name, lambda _: None,
                 process_set=process_set, **kw))
-            return [_to_jax(o) for o in outs]
-        ins = [_readable(x) for x in xs]
-        return _collectives.synchronize(_collectives.enqueue(
-            op, ins, prefix, name,
-            lambda chs: [_to_jax(_ops.output_numpy(h)) for h in chs],
-            process_set=process_set, **kw))
-    finally:
-        _collectives.leave_census()
-
-
-def _numpy_collective(op, arrays, prefix, name, process_set, **kw):
-    """Runs one engine operation over NumPy arrays and returns NumPy
-    results: in place for allreduce and broadcast, engine-allocated
-    otherwise."""
-    try:
-        if op in (_OP.allreduce, _OP.broadcast):
-            outs = [_host(a) for a in arrays]
-            return _collectives.synchronize(_collectives.enqueue(
-                op, outs, prefix, name, lambda _: outs,
-                process_set=process_set, **kw))
+            return [convert(o) for o in outs]
         ins = [_readable(a) for a in arrays]
         return _collectives.synchronize(_collectives.enqueue(
-            op, ins, prefix, name, _engine_arrays, process_set=process_set,
-            **kw))
+            op, ins, prefix, name,
+            lambda chs: [convert(_ops.output_numpy(h)) for h in chs],
+            process_set=process_set, **kw))
     finally:
         _collectives.leave_census()
 
@@ -126,8 +100,8 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
     as one ordered io_callback when traced. out_specs(xs) gives the output
     ShapeDtypeStructs for tracing."""
     if not _traced(xs):
-        return _eager_collective(op, [np.asarray(x) for x in xs], prefix,
-                                 name, process_set, **kw)
+        return _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
+                                 name, process_set, _to_jax, **kw)
     xs = [jnp.asarray(x) for x in xs]
     specs = out_specs(xs)
 

@@ -4,3 +4,7 @@ from horovod._keras.callbacks import (  # noqa: F401
     BestModelCheckpoint, BroadcastGlobalVariablesCallback,
     LearningRateScheduleCallback, LearningRateWarmupCallback,
     MetricAverageCallback)
+
+__all__ = ["BestModelCheckpoint", "BroadcastGlobalVariablesCallback",
+           "LearningRateScheduleCallback", "LearningRateWarmupCallback",
+           "MetricAverageCallback"]

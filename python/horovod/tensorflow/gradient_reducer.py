@@ -115,14 +115,27 @@ class GradientReducer:
             values, indices = outs[base + 2 * j], outs[base + 2 * j + 1]
             values.set_shape(_mpi._rows_unknown(grads[i].values))
             indices.set_shape([None])
-            scale = pre * post
-            if op == Average:
-                scale /= ps.size()
-            if scale != 1.0:
-                values = values * tf.cast(scale, values.dtype)
+            values = _mpi._scale_gathered_values(values, op, pre, post, ps)
             result[i] = tf.IndexedSlices(values, indices,
                                          dense_shape=grads[i].dense_shape)
         return result
+
+
+def reduce_except_local(reducer, grads, variables, local_keys,
+                        scale_local_gradients):
+    """`reducer`'s reduction of every gradient whose variable's key is not
+    in `local_keys`; the local ones stay local (divided by the set size
+    when scale_local_gradients, as upstream)."""
+    local = [i for i, v in enumerate(variables) if var_key(v) in local_keys]
+    shared = [i for i in range(len(variables)) if i not in local]
+    reduced = reducer.reduce([grads[i] for i in shared],
+                             [variables[i] for i in shared])
+    out = list(grads)
+    for i, g in zip(shared, reduced):
+        out[i] = g
+    if scale_local_gradients and local and reducer.process_set.included():
+        out = scale_local(out, local, reducer.process_set)
+    return out
 
 
 def scale_local(grads, local, process_set):

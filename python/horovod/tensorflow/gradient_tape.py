@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from horovod.common.ops import Average
 from horovod.common.process_sets import global_process_set
-from horovod.tensorflow.gradient_reducer import (GradientReducer, scale_local,
-                                                  var_key)
+from horovod.tensorflow.gradient_reducer import (GradientReducer,
+                                                  reduce_except_local, var_key)
 
 
 class _DistributedTape:
@@ -32,19 +32,9 @@ class _DistributedTape:
                  use_generic_names=False):
         grads = super().gradient(target, sources, output_gradients,
                                  unconnected_gradients)
-        flat_sources = tf.nest.flatten(sources)
-        flat_grads = tf.nest.flatten(grads)
-        local = [i for i, s in enumerate(flat_sources)
-                 if var_key(s) in self._hvd_local]
-        shared = [i for i in range(len(flat_sources)) if i not in local]
-        reduced = self._hvd_reducer.reduce([flat_grads[i] for i in shared],
-                                           [flat_sources[i] for i in shared])
-        out = list(flat_grads)
-        for i, g in zip(shared, reduced):
-            out[i] = g
-        if self._hvd_scale_local and local and \
-                self._hvd_reducer.process_set.included():
-            out = scale_local(out, local, self._hvd_reducer.process_set)
+        out = reduce_except_local(self._hvd_reducer, tf.nest.flatten(grads),
+                                  tf.nest.flatten(sources), self._hvd_local,
+                                  self._hvd_scale_local)
         return tf.nest.pack_sequence_as(grads, out)
 
 

@@ -303,12 +303,19 @@ def _sparse_allreduce(slices, name, op, prescale_factor, postscale_factor,
         [slices.values, slices.indices],
         None if name is None else name + "_sparse", ignore_name_scope,
         process_set)
-    scale = prescale_factor * postscale_factor
+    return tf.IndexedSlices(
+        _scale_gathered_values(values, op, prescale_factor, postscale_factor,
+                               process_set),
+        indices, dense_shape=slices.dense_shape)
+
+
+def _scale_gathered_values(values, op, prescale, postscale, process_set):
+    """Gathered sparse values scaled as a dense reduction with `op` and the
+    scale factors would be (divided by the set size for Average)."""
+    scale = prescale * postscale
     if op == Average:
         scale /= process_set.size()
-    if scale != 1.0:
-        values = values * tf.cast(scale, values.dtype)
-    return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
+    return values * tf.cast(scale, values.dtype) if scale != 1.0 else values
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="",

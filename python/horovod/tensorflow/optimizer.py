@@ -11,8 +11,8 @@ import tensorflow as tf
 from horovod.common.ops import Average
 from horovod.common.process_sets import global_process_set
 from horovod.tensorflow.functions import broadcast_global_variables
-from horovod.tensorflow.gradient_reducer import (GradientReducer, scale_local,
-                                                 var_key)
+from horovod.tensorflow.gradient_reducer import (GradientReducer,
+                                                 reduce_except_local, var_key)
 
 _LegacyOptimizer = tf.compat.v1.train.Optimizer
 
@@ -36,18 +36,8 @@ class _DistributedOptimizer(_LegacyOptimizer):
         self._local_vars.add(var_key(var))
 
     def _reduce(self, grads, variables):
-        local = [i for i, v in enumerate(variables)
-                 if var_key(v) in self._local_vars]
-        shared = [i for i in range(len(variables)) if i not in local]
-        reduced = self._reducer.reduce([grads[i] for i in shared],
-                                       [variables[i] for i in shared])
-        out = list(grads)
-        for i, g in zip(shared, reduced):
-            out[i] = g
-        if self._scale_local and local and \
-                self._reducer.process_set.included():
-            out = scale_local(out, local, self._reducer.process_set)
-        return out
+        return reduce_except_local(self._reducer, grads, variables,
+                                   self._local_vars, self._scale_local)
 
     def compute_gradients(self, *args, **kwargs):
         """The wrapped optimizer's gradients, reduced across ranks (on

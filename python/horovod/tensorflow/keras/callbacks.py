@@ -1,6 +1,3 @@
-"""Horovod's Keras callbacks (Keras 3, any backend)."""
+"""Horovod's Keras callbacks (Keras 3, any backend): horovod.keras's."""
 
-from horovod._keras.callbacks import (  # noqa: F401
-    BestModelCheckpoint, BroadcastGlobalVariablesCallback,
-    LearningRateScheduleCallback, LearningRateWarmupCallback,
-    MetricAverageCallback)
+from horovod.keras.callbacks import *  # noqa: F401,F403
