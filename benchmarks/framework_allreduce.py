@@ -2,8 +2,11 @@
 RESULT format as py_allreduce.py (the horovod.torch path), so the three
 frameworks sit side by side in one table.
 
-  horovodrun -np 2 python benchmarks/framework_allreduce.py --framework tensorflow
+  horovodrun -np 2 python benchmarks/framework_allreduce.py --framework tensorflow [--jit]
   horovodrun -np 2 python benchmarks/framework_allreduce.py --framework jax [--jit]
+
+--jit compiles the call: tf.function (without XLA) for TensorFlow, jax.jit for
+JAX.
 
 Per size: 3 warm-up calls, doubling calibration until a batch takes >= 10 ms,
 one exact correctness check, then trials of `iters` back-to-back calls after
@@ -45,9 +48,13 @@ def framework(name, jit):
         import tensorflow as tf
         tf.config.threading.set_intra_op_parallelism_threads(1)
         import horovod.tensorflow as hvd
-        return (hvd, tf.constant, lambda x: hvd.allreduce(
-            x, op=hvd.Sum, name="bench.x"), lambda y: y.numpy(),
-            "tensorflow " + tf.__version__)
+
+        def call(x):
+            return hvd.allreduce(x, op=hvd.Sum, name="bench.x")
+        if jit:
+            call = tf.function(call)
+        return (hvd, tf.constant, call, lambda y: y.numpy(),
+                "tensorflow " + tf.__version__ + (" function" if jit else ""))
     import jax
     import jax.numpy as jnp
     import horovod.jax as hvd
@@ -64,13 +71,15 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--framework", choices=["tensorflow", "jax"],
                    required=True)
-    p.add_argument("--jit", action="store_true", help="JAX: inside jax.jit")
+    p.add_argument("--jit", action="store_true",
+                   help="inside tf.function or jax.jit")
     p.add_argument("-s", default=None, help="sizes in bytes, K/M/G suffixes")
     p.add_argument("-b", type=float, default=1.5, help="seconds per size")
     p.add_argument("-l", default=None, help="label")
     args = p.parse_args()
-    label = args.l or ("hvd-tf" if args.framework == "tensorflow" else
-                       "hvd-jax-jit" if args.jit else "hvd-jax")
+    label = args.l or ("hvd-%s%s" % (
+        "tf" if args.framework == "tensorflow" else "jax",
+        "-jit" if args.jit else ""))
     sizes = [parse_size(x) for x in args.s.split(",")] if args.s else \
         DEFAULT_SIZES
     hvd, make, call, to_numpy, version = framework(args.framework, args.jit)

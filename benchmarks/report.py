@@ -165,8 +165,9 @@ def targets(res, fusion, train, tune):
     h1, h2, d2 = train.get(("hvd", 1)), train.get(("hvd", 2)), train.get(("ddp", 2))
     row("training np=2 vs np=1 (img/s)", h2, h1, ratio(h2, h1), ">= 1.9x", lambda v: v >= 1.9)
     row("training np=2, ours vs DDP (img/s)", h2, d2, ratio(h2, d2), ">= 1.0x", lambda v: v >= 1.0)
-    for fw, label in (("TensorFlow", "hvd-tf"), ("JAX", "hvd-jax"),
-                      ("JAX in jit", "hvd-jax-jit")):
+    for fw, label in (("TensorFlow", "hvd-tf"),
+                      ("TensorFlow in tf.function", "hvd-tf-jit"),
+                      ("JAX", "hvd-jax"), ("JAX in jit", "hvd-jax-jit")):
         for torch_label, form in (("hvd-py", "in place"),
                                   ("hvd-py-oop", "out of place")):
             a, b = get(label, 2, 4, "med"), get(torch_label, 2, 4, "med")

@@ -96,6 +96,7 @@ frameworks() {
   for np in $NPS; do
     run hvd-py-oop-np$np horovodrun -np $np python benchmarks/py_allreduce.py $S --out-of-place
     run hvd-tf-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework tensorflow $S
+    run hvd-tf-jit-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework tensorflow --jit $S
     run hvd-jax-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework jax $S
     run hvd-jax-jit-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework jax --jit $S
   done

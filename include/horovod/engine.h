@@ -144,6 +144,11 @@ class Engine {
   Status GroupedReducescatter(const std::vector<TensorView>& tensors,
                               const CollectiveArgs& args,
                               std::vector<Handle>* handles);
+  // Any of the collectives above by its OpType, for callers that dispatch
+  // on a value (language bindings): a group when several tensors (alltoall
+  // takes exactly one). Barrier and join are refused; call them directly.
+  Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
+                 const CollectiveArgs& args, std::vector<Handle>* handles);
   // Blocking collectives.
   Status Barrier(int process_set = 0);
   // Marks this rank as out of data; returns the last rank to join.

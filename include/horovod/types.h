@@ -59,6 +59,10 @@ struct TensorView {
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
   int device = -1;  // -1: CPU
+  // Allreduce only: the operand, read from here while the result goes to
+  // `data` (out of place: a framework whose tensors are immutable skips
+  // copying the input first). Same shape and dtype; null: in place.
+  const void* input = nullptr;
 
   int64_t NumElements() const;
   size_t NumBytes() const { return NumElements() * DataTypeSize(dtype); }

@@ -28,6 +28,14 @@ class Run {
   // [start, start + len) that lies in one piece; `at` counts from `start`.
   template <typename Fn>
   void ForEach(int64_t start, int64_t len, Fn&& fn) const {
+    ForEachPiece(start, len,
+                 [&](const Piece& p, int64_t from, int64_t at, int64_t k) {
+                   fn(static_cast<char*>(p.data) + from * esize_, at, k);
+                 });
+  }
+  // fn(piece, from, at, len): `from` counts within the piece.
+  template <typename Fn>
+  void ForEachPiece(int64_t start, int64_t len, Fn&& fn) const {
     if (len <= 0) return;
     // The last piece that starts at or before `start`.
     const Piece* p = std::upper_bound(pieces_, pieces_ + n_, start,
@@ -38,16 +46,35 @@ class Run {
     for (; p < pieces_ + n_ && p->offset < start + len; ++p) {
       const int64_t from = std::max(start, p->offset);
       const int64_t to = std::min(start + len, p->offset + p->count);
-      if (to > from)
-        fn(static_cast<char*>(p->data) + (from - p->offset) * esize_,
-           from - start, to - from);
+      if (to > from) fn(*p, from - p->offset, from - start, to - from);
     }
   }
-  // Copies elements [start, start + len) out to `dst`, or in from `src`.
+  // Copies the operand's elements [start, start + len) out to `dst` (from
+  // a piece's source when it has one), or results in from `src`.
   void CopyOut(int64_t start, int64_t len, char* dst) const {
+    ForEachPiece(
+        start, len, [&](const Piece& p, int64_t from, int64_t at, int64_t k) {
+          const void* s = p.src != nullptr ? p.src : p.data;
+          std::memcpy(dst + at * esize_,
+                      static_cast<const char*>(s) + from * esize_, k * esize_);
+        });
+  }
+  // Copies result elements [start, start + len) out to `dst`.
+  void CopyResultOut(int64_t start, int64_t len, char* dst) const {
     ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
       std::memcpy(dst + at * esize_, p, k * esize_);
     });
+  }
+  // Out of place: the operand's elements [start, start + len) copied to
+  // where the result goes, before other members' blocks are reduced into it.
+  void CopyOwn(int64_t start, int64_t len) const {
+    ForEachPiece(start, len,
+                 [&](const Piece& p, int64_t from, int64_t, int64_t k) {
+                   if (p.src == nullptr) return;
+                   std::memcpy(static_cast<char*>(p.data) + from * esize_,
+                               static_cast<const char*>(p.src) + from * esize_,
+                               k * esize_);
+                 });
   }
   void CopyIn(int64_t start, int64_t len, const char* src) const {
     ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
@@ -98,11 +125,12 @@ Status BlockRounds(ShmGroup& g, const Run& run,
     HVD_RETURN_IF_ERROR(g.Barrier());
     const int64_t mine = RoundLen(counts[me], j, w);
     if (mine > 0) {
+      run.CopyOwn(at(me, j), mine);
       for (int p = 0; p < n; ++p)
         if (p != me) run.ReduceFrom(at(me, j), mine, slot(p, me), dtype, op);
       if (gather) {
         run.Scale(at(me, j), mine, dtype, post);
-        run.CopyOut(at(me, j), mine, slot(me, me));
+        run.CopyResultOut(at(me, j), mine, slot(me, me));
       }
     }
     if (!gather) continue;

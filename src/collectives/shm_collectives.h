@@ -20,6 +20,9 @@ struct Piece {
   void* data;
   int64_t offset;
   int64_t count;
+  // Out of place: the operand is read from here, the result written to
+  // `data` (which is then not read before it is written). Null: in place.
+  const void* src = nullptr;
 };
 
 // In place. Below `small_bytes` every member reduces the whole vector from

@@ -3,6 +3,7 @@
 // back out as DLPack, so no framework header is ever compiled in. No logic
 // lives here beyond conversion; waits release the GIL.
 #include <horovod/engine.h>
+#include <horovod/framework_api.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -220,6 +221,13 @@ NB_MODULE(_core, m) {
                     return e;
                   })
       .def("leave_census", [](PyEngine& e) { e.get().LeaveCensus(); })
+      // For kernel libraries the frameworks load (framework_api.h): the C
+      // table's address and this engine's, valid until shutdown.
+      .def("framework_api",
+           [](PyEngine& e) {
+             return std::make_tuple(reinterpret_cast<uintptr_t>(FrameworkApi()),
+                                    reinterpret_cast<uintptr_t>(&e.get()));
+           })
       .def("rank", [](PyEngine& e) { return e.get().rank(); })
       .def("size", [](PyEngine& e) { return e.get().size(); })
       .def("local_rank", [](PyEngine& e) { return e.get().local_rank(); })
@@ -252,29 +260,8 @@ NB_MODULE(_core, m) {
              args.splits = std::move(splits);
              args.process_set = process_set;
              std::vector<Handle> handles;
-             Status st;
-             switch (static_cast<OpType>(op)) {
-               case OpType::kAllreduce:
-                 st = eng.GroupedAllreduce(views, args, &handles);
-                 break;
-               case OpType::kAllgather:
-                 st = eng.GroupedAllgather(views, args, &handles);
-                 break;
-               case OpType::kReducescatter:
-                 st = eng.GroupedReducescatter(views, args, &handles);
-                 break;
-               case OpType::kBroadcast:
-                 st = eng.GroupedBroadcast(views, args, &handles);
-                 break;
-               case OpType::kAlltoall:
-                 if (views.size() != 1)
-                   throw nb::value_error("alltoall takes one tensor");
-                 handles.resize(1);
-                 st = eng.Alltoall(views.at(0), args, &handles[0]);
-                 break;
-               default:
-                 throw nb::value_error("unknown op");
-             }
+             Status st =
+                 eng.Enqueue(static_cast<OpType>(op), views, args, &handles);
              if (!st.ok()) Raise(st);
              return handles;
            })

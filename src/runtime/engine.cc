@@ -296,6 +296,11 @@ class EngineImpl {
       if (d < 0) return Status::InvalidArgument("negative dimension" + where());
     if (t.data == nullptr && t.NumElements() > 0)
       return Status::InvalidArgument("tensor has no data" + where());
+    if (t.input != nullptr && op != OpType::kAllreduce)
+      return Status::InvalidArgument(
+          std::string("a separate input tensor is supported by allreduce "
+                      "only, not ") +
+          OpTypeName(op) + where());
     const bool reduces =
         op == OpType::kAllreduce || op == OpType::kReducescatter;
     if (reduces && args.op == ReduceOp::kAdasum)
@@ -1022,6 +1027,26 @@ Status Engine::GroupedReducescatter(const std::vector<TensorView>& ts,
                                     const CollectiveArgs& a,
                                     std::vector<Handle>* hs) {
   return impl_->Enqueue(OpType::kReducescatter, ts, a, hs);
+}
+Status Engine::Enqueue(OpType op, const std::vector<TensorView>& ts,
+                       const CollectiveArgs& a, std::vector<Handle>* hs) {
+  switch (op) {
+    case OpType::kAllreduce:
+    case OpType::kAllgather:
+    case OpType::kBroadcast:
+    case OpType::kReducescatter:
+      return impl_->Enqueue(op, ts, a, hs);
+    case OpType::kAlltoall:
+      if (ts.size() != 1)
+        return Status::InvalidArgument("alltoall takes one tensor, got " +
+                                       std::to_string(ts.size()) + " (rank " +
+                                       std::to_string(rank()) + ")");
+      return impl_->Enqueue(op, ts, a, hs);
+    default:
+      return Status::InvalidArgument(
+          std::string("Engine::Enqueue cannot start ") + OpTypeName(op) +
+          "; call it directly (rank " + std::to_string(rank()) + ")");
+  }
 }
 
 Status Engine::Barrier(int process_set) {

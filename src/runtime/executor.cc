@@ -32,9 +32,14 @@ bool AnyOverlap(const std::vector<TensorEntry>& entries,
   ranges->clear();
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!present[i]) continue;
-    const char* begin = static_cast<const char*>(entries[i].tensor.data);
-    const size_t bytes = entries[i].tensor.NumBytes();
-    if (bytes > 0) ranges->emplace_back(begin, begin + bytes);
+    const TensorView& t = entries[i].tensor;
+    const size_t bytes = t.NumBytes();
+    if (bytes == 0) continue;
+    for (const void* p : {static_cast<const void*>(t.data), t.input})
+      if (p != nullptr) {
+        const char* begin = static_cast<const char*>(p);
+        ranges->emplace_back(begin, begin + bytes);
+      }
   }
   if (ranges->size() < 2) return false;
   std::sort(ranges->begin(), ranges->end());
@@ -263,8 +268,14 @@ Status Executor::AllreduceInPlace(const Response& r, Communicator& comm,
   for (size_t i = 0; i < n; ++i) {
     const int64_t count = Product(r.shapes[i]);
     void* data = present_[i] ? entries_[i].tensor.data : zeros;
+    const void* src = present_[i] ? entries_[i].tensor.input : nullptr;
     if (!present_[i]) zeros += count * esize;
-    pieces_.push_back({data, offset, count});
+    // A prescaled operand is scaled where the result goes.
+    if (src != nullptr && r.prescale != 1.0) {
+      std::memcpy(data, src, static_cast<size_t>(count) * esize);
+      src = nullptr;
+    }
+    pieces_.push_back({data, offset, count, src});
     offset += count;
   }
   for (const Piece& p : pieces_)
@@ -285,16 +296,19 @@ Status Executor::AllreduceBuffered(const Response& r, Plan& plan, ReduceOp op,
   char* buf;
   const bool in_place = n == 1 && present_[0];
   if (in_place) {
-    buf = static_cast<char*>(entries_[0].tensor.data);
+    const TensorView& t = entries_[0].tensor;
+    buf = static_cast<char*>(t.data);
+    if (t.input != nullptr) std::memcpy(buf, t.input, t.NumBytes());
   } else {
     Mark(r, "MEMCPY_IN_FUSION_BUFFER");
     buf = fusion_buffer_.Get(static_cast<size_t>(total) * esize);
     size_t off = 0;
     for (size_t i = 0; i < n; ++i) {
       size_t bytes = static_cast<size_t>(Product(r.shapes[i])) * esize;
-      if (present_[i])
-        std::memcpy(buf + off, entries_[i].tensor.data, bytes);
-      else
+      if (present_[i]) {
+        const TensorView& t = entries_[i].tensor;
+        std::memcpy(buf + off, t.input != nullptr ? t.input : t.data, bytes);
+      } else
         std::memset(buf + off, 0, bytes);
       off += bytes;
     }

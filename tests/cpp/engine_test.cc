@@ -2,6 +2,7 @@
 // thread), joined over real authenticated TCP links.
 #include <gtest/gtest.h>
 #include <horovod/engine.h>
+#include <horovod/framework_api.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -206,6 +207,155 @@ TEST(Engine, GroupedBroadcastDeliversEveryMember) {
     for (Handle& h : hs)
       if (!h.Wait(30).ok()) *fail += "wait;";
     if (a[4] != 1 || b[999] != 1.5 || c[2] != 1) *fail += "values;";
+  }));
+}
+
+// The C table kernel libraries use: every collective kind by value, outputs
+// that outlive their operation, received splits, and input refused before
+// anything is enqueued (reported by wait, flagged as rejected, no other
+// rank involved, the job going on).
+TEST(Engine, FrameworkApiRunsCollectivesThroughTheCTable) {
+  const int n = 3;
+  const HvdFrameworkApi* api = FrameworkApi();
+  ASSERT_EQ(api->version, static_cast<uint32_t>(HVD_FRAMEWORK_API_VERSION));
+  ExpectEveryRankOk(RunRanks(n, [&](Engine* e, int r, std::string* fail) {
+    auto run = [&](HvdOpArgs args, std::vector<HvdTensor> ts) {
+      HvdOp* op = api->start(e, &args, ts.data(), static_cast<int>(ts.size()));
+      if (api->wait(op) != 0) *fail += std::string(api->message(op)) + ";";
+      return op;
+    };
+    if (api->rank(e) != r) *fail += "rank;";
+    HvdOpArgs args{};
+    args.reduce_op = static_cast<int>(ReduceOp::kSum);
+    args.prescale = args.postscale = 1.0;
+
+    float a[4] = {1.0f * r, 1, 2, 3};
+    double b[2] = {0.5, 1.0 * r};
+    const int64_t four[1] = {4}, two[1] = {2};
+    args.op_type = static_cast<int>(OpType::kAllreduce);
+    args.name = "c.allreduce";
+    api->release(
+        run(args, {{a, static_cast<int>(DataType::kFloat32), 1, four},
+                   {b, static_cast<int>(DataType::kFloat64), 1, two}}));
+    if (a[0] != 3.0f || a[3] != 9.0f || b[0] != 1.5 || b[1] != 3.0)
+      *fail += "allreduce values;";
+
+    std::vector<int32_t> rows(2 * (r + 1), r);
+    const int64_t shape[2] = {r + 1, 2};
+    args.op_type = static_cast<int>(OpType::kAllgather);
+    args.name = "c.allgather";
+    HvdOp* op = run(
+        args, {{rows.data(), static_cast<int>(DataType::kInt32), 2, shape}});
+    HvdOutput out{};
+    if (api->output(op, 0, &out) != 0 || out.ndim != 2 || out.shape[0] != 6 ||
+        out.shape[1] != 2 || out.bytes != 12 * sizeof(int32_t))
+      *fail += "allgather shape;";
+    api->release(op);  // the output's owner keeps its bytes
+    const auto* got = static_cast<const int32_t*>(out.data);
+    if (out.data == nullptr || got[0] != 0 || got[2] != 1 || got[11] != 2)
+      *fail += "allgather values;";
+    if (out.owner != nullptr) api->release_output(out.owner);
+
+    std::vector<int64_t> sent(n, 10 * r);
+    const int64_t splits[3] = {0, 1, 2};
+    const int64_t rows3[1] = {n};
+    args.op_type = static_cast<int>(OpType::kAlltoall);
+    args.name = "c.alltoall";
+    args.splits = splits;
+    args.num_splits = n;
+    op = run(args,
+             {{sent.data(), static_cast<int>(DataType::kInt64), 1, rows3}});
+    const int64_t* received = nullptr;
+    if (api->received_splits(op, &received) != n || received[0] != r ||
+        received[2] != r)
+      *fail += "alltoall splits;";
+    api->release(op);
+    args.splits = nullptr;
+    args.num_splits = 0;
+
+    // Bad input on rank 1 only: refused there, nothing enqueued.
+    if (r == 1) {
+      args.op_type = static_cast<int>(OpType::kAllreduce);
+      args.name = "c.bad";
+      HvdTensor bad{a, 99, 1, four};
+      op = api->start(e, &args, &bad, 1);
+      if (api->wait(op) != static_cast<int>(StatusCode::kInvalidArgument) ||
+          api->rejected(op) != 1 ||
+          std::string(api->message(op)).find("rank 1") == std::string::npos)
+        *fail += "bad input not refused;";
+      api->release(op);
+      args.op_type = static_cast<int>(OpType::kBarrier);
+      op = api->start(e, &args, &bad, 1);
+      if (api->wait(op) != static_cast<int>(StatusCode::kInvalidArgument))
+        *fail += "barrier through the table;";
+      api->release(op);
+    }
+    args.op_type = static_cast<int>(OpType::kBroadcast);
+    args.name = "c.after";
+    args.root = 2;
+    a[0] = static_cast<float>(r);
+    api->release(
+        run(args, {{a, static_cast<int>(DataType::kFloat32), 1, four}}));
+    if (a[0] != 2.0f) *fail += "broadcast after refusal;";
+    api->leave_census(e);
+  }));
+}
+
+// Out-of-place allreduce (TensorView::input): the result lands in `data`,
+// the input is left as it was, through every path: one large tensor (block
+// rounds over shared memory), a fused group mixing in-place and
+// out-of-place members (one-barrier small path), a prescaled operand, and an
+// input that is another member's output (overlap: the fusion buffer).
+TEST(Engine, OutOfPlaceAllreduceLeavesTheInputAlone) {
+  const int n = 3;
+  ExpectEveryRankOk(RunRanks(n, [&](Engine* e, int r, std::string* fail) {
+    auto reduce = [&](std::vector<TensorView> views, const char* name,
+                      double prescale = 1.0) {
+      CollectiveArgs args;
+      args.name = name;
+      args.prescale = prescale;
+      std::vector<Handle> hs;
+      if (!e->GroupedAllreduce(views, args, &hs).ok()) *fail += "enqueue;";
+      for (Handle& h : hs)
+        if (!h.Wait(30).ok()) *fail += std::string(name) + " wait;";
+    };
+    const int64_t big = 1 << 20;
+    std::vector<float> in(big), out(big, -1.0f);
+    for (int64_t i = 0; i < big; ++i) in[i] = static_cast<float>(r + i % 5);
+    TensorView v{out.data(), DataType::kFloat32, {big}};
+    v.input = in.data();
+    reduce({v}, "oop.big");
+    for (int64_t i : {int64_t{0}, big / 2, big - 1})
+      if (out[i] != 3.0f + 3.0f * (i % 5) || in[i] != r + i % 5)
+        *fail += "big values;";
+
+    std::vector<int32_t> a_in(7, r + 1), a_out(7, 0), b(3, 10 * r);
+    TensorView a{a_out.data(), DataType::kInt32, {7}};
+    a.input = a_in.data();
+    reduce({a, {b.data(), DataType::kInt32, {3}}}, "oop.group");
+    if (a_out[6] != 6 || a_in[6] != r + 1 || b[2] != 30) *fail += "group;";
+
+    std::vector<double> p_in(4, 2.0 * (r + 1)), p_out(4, 0);
+    TensorView p{p_out.data(), DataType::kFloat64, {4}};
+    p.input = p_in.data();
+    reduce({p}, "oop.prescale", 0.5);
+    if (p_out[3] != 6.0 || p_in[3] != 2.0 * (r + 1)) *fail += "prescale;";
+
+    // y's operand is x's output buffer as it was before the operation.
+    std::vector<float> x_in(5, 1.0f), x_out(5, static_cast<float>(r)),
+        y_out(5, 0.0f);
+    TensorView x{x_out.data(), DataType::kFloat32, {5}};
+    x.input = x_in.data();
+    TensorView y{y_out.data(), DataType::kFloat32, {5}};
+    y.input = x_out.data();
+    reduce({x, y}, "oop.overlap");
+    if (x_out[4] != 3.0f || y_out[4] != 3.0f) *fail += "overlap;";
+
+    Handle h;
+    CollectiveArgs args;
+    args.name = "oop.allgather";
+    if (e->Allgather(x, args, &h).code() != StatusCode::kInvalidArgument)
+      *fail += "input accepted by allgather;";
   }));
 }
 

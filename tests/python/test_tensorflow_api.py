@@ -30,17 +30,35 @@ def test_errors(check):
     assert_check_passed("tf_errors", check, 2)
 
 
+def _symbols(lib, which):
+    out = subprocess.run(["nm", "-D", which, lib], capture_output=True,
+                         text=True, check=True).stdout
+    return [line.split()[-1] for line in out.splitlines() if line.strip()]
+
+
 def test_nothing_shipped_links_tensorflow():
+    """No shipped library links TensorFlow or uses its C++ ABI; the op
+    library leaves only functions of TensorFlow's stable C API (TF_*) to
+    be resolved when TensorFlow loads it, and exports only its binding."""
     import horovod
-    libs = glob.glob(os.path.join(os.path.dirname(horovod.__file__), "*.so"))
-    assert libs
+    root = os.path.dirname(horovod.__file__)
+    libs = glob.glob(os.path.join(root, "**", "*.so"), recursive=True)
+    op_library = os.path.join(root, "tensorflow", "_tf_ops.so")
+    assert op_library in libs, libs
     for lib in libs:
-        syms = subprocess.run(["nm", "-D", "--defined-only", lib],
-                              capture_output=True, text=True).stdout
         deps = subprocess.run(["ldd", lib], capture_output=True,
                               text=True).stdout
-        assert "tensorflow" not in syms and "tensorflow" not in deps, lib
-
+        assert "tensorflow" not in deps, lib
+        for which in ("--defined-only", "--undefined-only"):
+            assert not [s for s in _symbols(lib, which)
+                        if "tensorflow" in s], (lib, which)
+    undefined = [s for s in _symbols(op_library, "--undefined-only")
+                 if "@" not in s and not s.startswith("_")]
+    assert undefined and all(s.startswith("TF_") for s in undefined), \
+        undefined
+    exported = [s for s in _symbols(op_library, "--defined-only")
+                if not s.startswith("_")]
+    assert exported == ["horovod_tf_bind"], exported
 
 
 def test_digits_example_matches_one_process():

@@ -15,6 +15,7 @@ class HorovodBasics:
         self._generation = 0
         self._lock = threading.Lock()
         self._process_sets = {0: global_process_set}
+        self._engine_listeners = []
         atexit.register(self.shutdown)
 
     # -- lifecycle ----------------------------------------------------------
@@ -30,11 +31,16 @@ class HorovodBasics:
             self._generation += 1
             global_process_set.ranks = list(range(self._engine.size()))
             global_process_set._basics = self
+            for listener in self._engine_listeners:
+                listener(self._engine)
         for ps in process_sets or []:
             self.add_process_set(ps)
 
     def shutdown(self):
         with self._lock:
+            if self._engine is not None:
+                for listener in self._engine_listeners:
+                    listener(None)
             engine, self._engine = self._engine, None
             for pid, ps in list(self._process_sets.items()):
                 if pid != 0:
@@ -42,6 +48,16 @@ class HorovodBasics:
                     del self._process_sets[pid]
         if engine is not None:
             engine.shutdown()
+
+    def add_engine_listener(self, listener):
+        """listener(engine) runs now if an engine is running, after each
+        init with the new engine, and with None before each shutdown:
+        framework kernel libraries bind to the engine through it
+        (Engine.framework_api) and let go of it before it is gone."""
+        with self._lock:
+            self._engine_listeners.append(listener)
+            if self._engine is not None:
+                listener(self._engine)
 
     def is_initialized(self):
         return self._engine is not None

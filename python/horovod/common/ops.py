@@ -145,7 +145,7 @@ class Collectives:
         self._lock = threading.Lock()
         self._unnamed = {}
 
-    def _unnamed_number(self, ps):
+    def unnamed_number(self, ps):
         """Unnamed operations are numbered per process set, so the members
         of a set agree on the numbers as long as they issue the set's
         operations in the same order, whatever else each rank does (a
@@ -180,7 +180,7 @@ class Collectives:
         ps = self.process_set_id(process_set)
         handle = self.handles.reserve()
         arrays = list(arrays)
-        full_name = op_name(prefix, name, 0 if name else self._unnamed_number(ps))
+        full_name = op_name(prefix, name, 0 if name else self.unnamed_number(ps))
         views, bits = _bfloat16_as_bits(arrays)
         core = engine_call(engine.enqueue, op.value, views, full_name,
                            int(reduce_op),

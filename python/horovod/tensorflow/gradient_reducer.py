@@ -2,9 +2,9 @@
 process set, as DistributedGradientTape, the tf.compat.v1
 DistributedOptimizer and Keras's DistributedOptimizer need.
 
-A step's gradients are started together and waited for once, inside one
-py_function when a graph runs them. One blocking collective per gradient
-would deadlock ranks whose graph executors (a small inter-op thread pool)
+A step's gradients are started together and waited for once, in one call of
+the op library's kernel. One blocking collective per gradient would
+deadlock ranks whose graph executors (a small inter-op thread pool)
 schedule those collectives in different orders; one unit per step cannot.
 
 Thread-safety: reduce() may be called from any thread.
@@ -16,6 +16,7 @@ from horovod.common.grouping import check_reduction_args, group_plan
 from horovod.common.ops import Average
 from horovod.common.process_sets import global_process_set
 from horovod.tensorflow import mpi_ops as _mpi
+from horovod.tensorflow.op_library import ALLGATHER, ALLREDUCE, Unit
 
 
 def variable_name(v):
@@ -78,43 +79,36 @@ class GradientReducer:
         names = ["%s.%d.%s" % (self._name, i,
                                _mpi._normalize_name(variable_name(variables[i])))
                  for i in range(len(variables))]
-        inputs = list(dense)
-        for i in sparse_at:
-            inputs += [grads[i].values, grads[i].indices]
         op, pre, post = self._op, self._prescale, self._postscale
-
-        def exchange(ts):
-            handles = []
-            for unit in plan:
-                grouped = len(unit) > 1
-                handles.append(_mpi._start_allreduce(
-                    [ts[k] for k in unit],
-                    "grouped_allreduce" if grouped else "allreduce",
-                    names[dense_at[unit[0]]], op, pre, post, ps))
-            base = len(dense)
-            for j, i in enumerate(sparse_at):
-                handles.append(_mpi._start_allgather(
-                    ts[base + 2 * j:base + 2 * j + 2], "grouped_allgather",
-                    names[i], ps))
-            out = [None] * len(dense)
-            for unit, h in zip(plan, handles):
-                for k, t in zip(unit, _mpi._now(h)):
-                    out[k] = t
-            for h in handles[len(plan):]:
-                out.extend(_mpi._now(h))
-            return out
-
-        touts = [t.dtype for t in inputs]
-        outs = _mpi._run(exchange, inputs, touts)
+        # One kernel call: the dense groups, then each sparse gradient's
+        # values and indices gathered as a pair.
+        units, order = [], []
+        for unit in plan:
+            units.append(Unit(
+                ALLREDUCE, len(unit),
+                "grouped_allreduce" if len(unit) > 1 else "allreduce",
+                names[dense_at[unit[0]]]))
+            order.extend(unit)
+        inputs = [dense[k] for k in order]
+        shapes = [dense[k].shape for k in order]
+        for i in sparse_at:
+            units.append(Unit(ALLGATHER, 2, "grouped_allgather", names[i]))
+            inputs += [grads[i].values, grads[i].indices]
+            shapes += [_mpi._rows_unknown(grads[i].values), [None]]
+        if not inputs:
+            return grads
+        exchanged = _mpi._run_units(units, inputs, ps, shapes, reduce_op=op,
+                                    prescale=pre, postscale=post)
+        outs = [None] * len(dense)
+        for k, t in zip(order, exchanged):
+            outs[k] = t
+        outs += exchanged[len(order):]
         result = list(grads)
         for k, i in enumerate(dense_at):
-            outs[k].set_shape(dense[k].shape)
             result[i] = self._compression.decompress(outs[k], pairs[k][1])
         base = len(dense)
         for j, i in enumerate(sparse_at):
             values, indices = outs[base + 2 * j], outs[base + 2 * j + 1]
-            values.set_shape(_mpi._rows_unknown(grads[i].values))
-            indices.set_shape([None])
             values = _mpi._scale_gathered_values(values, op, pre, post, ps)
             result[i] = tf.IndexedSlices(values, indices,
                                          dense_shape=grads[i].dense_shape)

@@ -1,13 +1,13 @@
 """Collective operations on TensorFlow tensors, with upstream Horovod's names,
 signatures, defaults, gradients and error types.
 
-Eagerly, tensors cross into the engine through DLPack without a copy: an
-allreduce or broadcast copies its input once into a fresh tensor that the
-engine overwrites, and outputs the engine allocates come back through DLPack.
-Inside a tf.function or a tf.compat.v1 graph, each forward and each backward
-of a collective is one tf.py_function that runs the same eager code when the
-graph executes, so nothing is compiled against TensorFlow. XLA cannot run
-Python: under jit_compile=True the collectives refuse to be traced.
+Every collective is one op of Horovod's op library (op_library.py), eagerly
+and in tf.function or tf.compat.v1 graphs alike: its kernel hands the
+tensors' memory to the engine and waits. Each forward and each backward is
+one kernel call, which starts all of its operations before waiting for any.
+Join, barrier and the topology ops, which are rare and carry no tensors,
+run as tf.py_function. XLA cannot call the engine: under jit_compile=True
+the collectives refuse to be traced.
 
 Names: eagerly, an unnamed operation is numbered per process set
 (`allreduce.noname.<N>`), as in horovod.torch. In a graph it is named at trace
@@ -35,7 +35,9 @@ from horovod.common.process_sets import ProcessSet  # noqa: F401
 from horovod.common.process_sets import global_process_set
 from horovod.common.topology import *  # noqa: F401,F403
 from horovod.common.topology import local_rank, local_size, rank
+from horovod.tensorflow import op_library as _lib
 from horovod.tensorflow.compression import Compression
+from horovod.tensorflow.op_library import Unit
 
 _collectives = _ops.process_collectives()
 _OP = _ops.OpType
@@ -108,8 +110,8 @@ def _differentiable(forward, backward, tensors):
     floating-point inputs; integer inputs have no gradient. Eagerly with no
     tape recording there is nothing to differentiate, and the gradient
     wrapper (a large share of a small collective's time) is skipped."""
-    if not all(t.dtype.is_floating for t in tensors) or (
-            tf.executing_eagerly() and not record.could_possibly_record()):
+    if (tf.executing_eagerly() and not record.could_possibly_record()) or \
+            not all(t.dtype.is_floating for t in tensors):
         return forward(tensors)
 
     @tf.custom_gradient
@@ -124,84 +126,41 @@ def _differentiable(forward, backward, tensors):
     return list(op(*tensors))
 
 
-# -- eager building blocks ---------------------------------------------------
-# Each starts one engine operation over eager tensors and returns its handle;
-# synchronize() then returns a list of eager tensors.
+# -- running collectives --------------------------------------------------
 
 _SUPPORTED = frozenset([tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64,
                         tf.float16, tf.bfloat16, tf.float32, tf.float64,
                         tf.bool])
 
 
-def _capsule(tensor):
-    # Checked first: TensorFlow aborts the process when asked to export a
-    # string tensor.
-    if tensor.dtype in _SUPPORTED:
-        return tf.experimental.dlpack.to_dlpack(tensor)
-    raise HorovodInvalidArgumentError(
-        "unsupported tensor dtype %s (rank %d): horovod supports uint8, "
-        "int8, int16, int32, int64, float16, bfloat16, float32, float64 and "
-        "bool" % (tensor.dtype.name, rank()))
+def _check_dtypes(tensors):
+    for t in tensors:
+        if t.dtype not in _SUPPORTED:
+            raise HorovodInvalidArgumentError(
+                "unsupported tensor dtype %s (rank %d): horovod supports "
+                "uint8, int8, int16, int32, int64, float16, bfloat16, "
+                "float32, float64 and bool" % (t.dtype.name, rank()))
 
 
-def _fresh_copy(tensor):
-    """A tensor with its own buffer, which the engine may overwrite before
-    anything else sees it."""
-    return tf.raw_ops.DeepCopy(x=tensor)
-
-
-def _engine_tensor(core_handle):
-    return tf.experimental.dlpack.from_dlpack(
-        _ops.output_array(core_handle).__dlpack__())
-
-
-def _engine_tensors(core_handles):
-    return [_engine_tensor(h) for h in core_handles]
-
-
-def _start_in_place(op, tensors, prefix, name, process_set, **kw):
-    outs = [_fresh_copy(t) for t in tensors]
-    return _collectives.enqueue(op, [_capsule(o) for o in outs], prefix, name,
-                                lambda _: outs, process_set=process_set, **kw)
-
-
-def _start_allreduce(tensors, prefix, name, op, prescale, postscale,
-                     process_set):
-    return _start_in_place(_OP.allreduce, tensors, prefix, name, process_set,
-                           reduce_op=op, prescale=prescale,
-                           postscale=postscale)
-
-
-def _start_broadcast(tensors, prefix, name, root_rank, process_set):
-    return _start_in_place(_OP.broadcast, tensors, prefix, name, process_set,
-                           root=root_rank)
-
-
-def _start_gathering(op, tensors, prefix, name, process_set, **kw):
-    """An operation whose outputs the engine allocates; `tensors` stay
-    referenced until it finishes, since the engine reads their memory."""
-    return _collectives.enqueue(
-        op, [_capsule(t) for t in tensors], prefix, name,
-        lambda chs, _inputs=tensors: _engine_tensors(chs),
-        process_set=process_set, **kw)
-
-
-def _start_allgather(tensors, prefix, name, process_set):
-    return _start_gathering(_OP.allgather, tensors, prefix, name, process_set)
-
-
-def _start_reducescatter(tensors, prefix, name, op, prescale, postscale,
-                         process_set):
-    return _start_gathering(_OP.reducescatter, tensors, prefix, name,
-                            process_set, reduce_op=op, prescale=prescale,
-                            postscale=postscale)
+def _run_units(units, tensors, process_set, shapes, **kw):
+    """Runs `units` (op_library.Unit) over `tensors` as one kernel call, now
+    when eager, else as one op of the graph being built, whose outputs get
+    the static `shapes`."""
+    _check_dtypes(tensors)
+    ps = _collectives.process_set_id(process_set)
+    eager = tf.executing_eagerly()
+    if not eager:
+        _check_not_xla()
+    outs = _lib.collective(tuple(units), tensors, ps, eager, **kw)
+    if not eager:
+        for o, s in zip(outs, shapes):
+            o.set_shape(s)
+    return outs
 
 
 def _split_counts(splits):
-    """alltoall's splits as a list of ints, or [] for even splits."""
-    if splits is None:
-        return []
-    if isinstance(splits, (tf.Tensor, tf.Variable, np.ndarray)):
+    """alltoall's splits (a sequence or NumPy array) as a list of ints."""
+    if isinstance(splits, np.ndarray):
         dtype = tf.as_dtype(splits.dtype)
         if not dtype.is_integer:
             raise HorovodInvalidArgumentError(
@@ -217,33 +176,23 @@ def _split_counts(splits):
     return [int(s) for s in counts]
 
 
-def _start_alltoall(tensor, splits, name, process_set):
-    def finish(chs, _input=tensor):
-        received = tf.constant(list(chs[0].received_splits), dtype=tf.int32)
-        return [_engine_tensor(chs[0]), received]
-    return _collectives.enqueue(_OP.alltoall, [_capsule(tensor)], "alltoall",
-                                name, finish, splits=_split_counts(splits),
-                                process_set=process_set)
-
-
-def _now(handle):
-    return _collectives.synchronize(handle)
-
-
-def _rows_of_this_rank(grad, dim0s, process_set):
-    """This rank's rows of a gradient of an allgather output."""
+def _rows_of_this_rank(grad, table, i, process_set):
+    """This rank's rows of a gradient of an allgather output; table[r, i] is
+    rank r's dim 0 of tensor i."""
     me = process_set.rank()
-    start = int(np.sum(dim0s[:me]))
-    return grad[start:start + int(dim0s[me])]
+    start = tf.reduce_sum(table[:me, i])
+    return grad[start:start + table[me, i]]
 
 
 def _dim0(tensor):
-    return int(tensor.shape[0]) if tensor.shape.rank else 0
+    if tensor.shape.rank == 0:
+        return tf.constant(0, tf.int64)
+    return tf.shape(tensor, out_type=tf.int64)[0]
 
 
 def _set_shapes(outs, shapes):
-    """Static shapes for a graph's py_function outputs (eager tensors have
-    theirs already)."""
+    """Static shapes for a graph's op outputs (eager tensors have theirs
+    already)."""
     if not tf.executing_eagerly():
         for o, s in zip(outs, shapes):
             o.set_shape(s)
@@ -269,11 +218,10 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
     name = _op_name("HorovodAllreduce", tensors[0], name, ignore_name_scope)
 
     def forward(xs):
-        return _set_shapes(_run(
-            lambda ts: _now(_start_allreduce(ts, prefix, name, op,
-                                             prescale_factor,
-                                             postscale_factor, process_set)),
-            xs, [x.dtype for x in xs]), [x.shape for x in xs])
+        return _run_units([Unit(_lib.ALLREDUCE, len(xs), prefix, name)], xs,
+                          process_set, [x.shape for x in xs], reduce_op=op,
+                          prescale=prescale_factor,
+                          postscale=postscale_factor)
 
     def backward(dys):
         return _grouped_allreduce(dys, None, op, prescale_factor,
@@ -374,30 +322,25 @@ def _grouped_allgather(tensors, name=None, ignore_name_scope=False,
     name = _op_name("HorovodAllgather", tensors[0], name, ignore_name_scope)
 
     def forward(xs):
-        return _set_shapes(_run(
-            lambda ts: _now(_start_allgather(ts, prefix, name, process_set)),
-            xs, [x.dtype for x in xs]), [_rows_unknown(x) for x in xs])
+        return _run_units([Unit(_lib.ALLGATHER, len(xs), prefix, name)], xs,
+                          process_set, [_rows_unknown(x) for x in xs])
 
     def backward(dys):
         # Upstream: each output gradient averaged over the set, then every
-        # rank keeps its own rows.
-        def grads(ts):
-            n = len(ts) - 1
-            dim0s = ts[n]
-            h_sum = _start_allreduce(ts[:n], "grouped_allreduce", None,
-                                     Average, 1.0, 1.0, process_set)
-            h_dim = _start_allgather([dim0s], "allgather", None, process_set)
-            reduced = _now(h_sum)
-            table = _now(h_dim)[0].numpy().reshape(process_set.size(), n)
-            return [_rows_of_this_rank(g, table[:, i], process_set)
-                    for i, g in enumerate(reduced)]
-        dim0s = tf.constant([[_dim0(x) for x in tensors]], dtype=tf.int64) \
-            if all(x.shape.rank is not None and (x.shape.rank == 0 or
-                                                 x.shape[0] is not None)
-                   for x in tensors) else \
-            tf.stack([[tf.shape(x, out_type=tf.int64)[0] for x in tensors]])
-        return _set_shapes(_run(grads, dys + [dim0s],
-                                [d.dtype for d in dys]),
+        # rank keeps its own rows; the ranks' row counts travel in the same
+        # kernel call.
+        n = len(dys)
+        dim0s = tf.reshape(tf.stack([_dim0(x) for x in tensors]), [1, n])
+        grad_name = _op_name("HorovodAllgatherGrad", dys[0], None, True)
+        outs = _run_units(
+            [Unit(_lib.ALLREDUCE, n, "grouped_allreduce", grad_name),
+             Unit(_lib.ALLGATHER, 1, "allgather",
+                  grad_name and grad_name + "_rows")],
+            dys + [dim0s], process_set,
+            [d.shape for d in dys] + [[None, n]], reduce_op=Average)
+        table = tf.reshape(outs[n], [process_set.size(), n])
+        return _set_shapes([_rows_of_this_rank(g, table, i, process_set)
+                            for i, g in enumerate(outs[:n])],
                            [x.shape for x in tensors])
     return _differentiable(forward, backward, tensors)
 
@@ -427,10 +370,8 @@ def _grouped_broadcast(tensors, root_rank, name=None, ignore_name_scope=False,
     name = _op_name("HorovodBroadcast", tensors[0], name, ignore_name_scope)
 
     def forward(xs):
-        return _set_shapes(_run(
-            lambda ts: _now(_start_broadcast(ts, prefix, name, root_rank,
-                                             process_set)),
-            xs, [x.dtype for x in xs]), [x.shape for x in xs])
+        return _run_units([Unit(_lib.BROADCAST, len(xs), prefix, name)], xs,
+                          process_set, [x.shape for x in xs], root=root_rank)
 
     def backward(dys):
         # Upstream: the gradient averaged over the set, kept by the root.
@@ -477,28 +418,34 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     as upstream. Differentiable in `tensor`."""
     tensor = tf.convert_to_tensor(tensor)
     name = _op_name("HorovodAlltoall", tensor, name, ignore_name_scope)
-    if splits is not None and not isinstance(splits, (tf.Tensor, tf.Variable)):
-        splits = tf.constant(_split_counts(splits), dtype=tf.int32)
-    if splits is not None and not tf.as_dtype(splits.dtype).is_integer:
-        raise HorovodInvalidArgumentError(
-            "alltoall splits must be integers, got %s (rank %d)"
-            % (tf.as_dtype(splits.dtype).name, rank()))
+    if splits is None:
+        splits = tf.zeros([0], tf.int64)
+    elif isinstance(splits, (tf.Tensor, tf.Variable)):
+        if not tf.as_dtype(splits.dtype).is_integer:
+            raise HorovodInvalidArgumentError(
+                "alltoall splits must be integers, got %s (rank %d)"
+                % (tf.as_dtype(splits.dtype).name, rank()))
+        splits = tf.cast(tf.reshape(splits, [-1]), tf.int64)
+    else:
+        splits = tf.constant(_split_counts(splits), dtype=tf.int64)
 
-    def exchange(ts):
-        return _now(_start_alltoall(ts[0], ts[1] if len(ts) > 1 else None,
-                                    name, process_set))
-    inputs = [tensor] if splits is None else [tensor, splits]
-    if not tensor.dtype.is_floating:
-        out, received = _set_shapes(
-            _run(exchange, inputs, [tensor.dtype, tf.int32]),
-            [_rows_unknown(tensor), [None]])
-        return out, received
+    def exchange(x):
+        _check_dtypes([x])
+        ps = _collectives.process_set_id(process_set)
+        eager = tf.executing_eagerly()
+        if not eager:
+            _check_not_xla()
+        return _set_shapes(
+            list(_lib.alltoall(x, splits, "alltoall", name, ps, eager)),
+            [_rows_unknown(x), [None]])
+
+    if not tensor.dtype.is_floating or (
+            tf.executing_eagerly() and not record.could_possibly_record()):
+        return tuple(exchange(tensor))
 
     @tf.custom_gradient
     def op(x):
-        out, received = _set_shapes(
-            _run(exchange, [x] + inputs[1:], [x.dtype, tf.int32]),
-            [_rows_unknown(x), [None]])
+        out, received = exchange(x)
 
         def grad(dy, _):
             back, _ = alltoall(dy, received, ignore_name_scope=True,
@@ -522,12 +469,10 @@ def _grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
                     ignore_name_scope)
 
     def forward(xs):
-        return _set_shapes(_run(
-            lambda ts: _now(_start_reducescatter(ts, prefix, name, op,
-                                                 prescale_factor,
-                                                 postscale_factor,
-                                                 process_set)),
-            xs, [x.dtype for x in xs]), [_rows_unknown(x) for x in xs])
+        return _run_units([Unit(_lib.REDUCESCATTER, len(xs), prefix, name)],
+                          xs, process_set, [_rows_unknown(x) for x in xs],
+                          reduce_op=op, prescale=prescale_factor,
+                          postscale=postscale_factor)
 
     def backward(dys):
         # Upstream: each rank's output gradient gathered back to full shape,
@@ -535,11 +480,10 @@ def _grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
         scale = prescale_factor * postscale_factor
         if op == Sum:
             scale *= process_set.size()
-        gathered = _run(
-            lambda ts: _now(_start_allgather(ts, "grouped_allgather", None,
-                                             process_set)),
-            dys, [d.dtype for d in dys])
-        gathered = _set_shapes(gathered, [x.shape for x in tensors])
+        gathered = _run_units(
+            [Unit(_lib.ALLGATHER, len(dys), "grouped_allgather",
+                  _op_name("HorovodReducescatterGrad", dys[0], None, True))],
+            dys, process_set, [x.shape for x in tensors])
         if scale != 1.0:
             gathered = [g * tf.cast(scale, g.dtype) for g in gathered]
         return gathered
