@@ -36,6 +36,9 @@ typedef struct {
   int dtype;
   int ndim;
   const int64_t* shape;
+  /* Allreduce: the operand, when it is not `data` (out of place; see
+   * horovod::TensorView::input). NULL: in place. */
+  const void* input;
 } HvdTensor;
 
 typedef struct {

@@ -33,6 +33,7 @@ Status ToViews(const HvdTensor* tensors, int count, int rank,
                                      ") on rank " + std::to_string(rank));
     TensorView v;
     v.data = t.data;
+    v.input = t.input;
     v.dtype = static_cast<DataType>(t.dtype);
     v.shape.assign(t.shape, t.shape + t.ndim);
     views->push_back(std::move(v));

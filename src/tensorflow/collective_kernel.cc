@@ -11,8 +11,10 @@
 // unit of work: one blocking kernel per gradient would deadlock ranks whose
 // executors (a small inter-op pool) schedule them in different orders.
 // Allreduce and broadcast outputs reuse their input's buffer when TensorFlow
-// allows it, else a copy; engine-allocated outputs (allgather,
-// reducescatter, alltoall) become tensors without a copy.
+// allows it; else allreduce reads the input and writes a fresh output (out
+// of place, no copy) and broadcast works on a copy. Engine-allocated
+// outputs (allgather, reducescatter, alltoall) become tensors without a
+// copy.
 //
 // Kernels are synchronous: TensorFlow's asynchronous C kernels cannot be
 // completed from another thread. A kernel blocks its executor thread until
@@ -128,7 +130,7 @@ struct Operand {
   TensorPtr tensor;
   int tf_dtype = 0;
   std::vector<int64_t> shape;
-  HvdTensor view;
+  HvdTensor view{};
 };
 
 class CollectiveKernel {
@@ -219,8 +221,9 @@ class CollectiveKernel {
   }
 
   // Reads input i; for in-place kinds, also makes output i (the input's own
-  // buffer when TensorFlow can forward it, else a copy) and points the view
-  // at the output.
+  // buffer when TensorFlow can forward it, else a fresh one that allreduce
+  // writes out of place and broadcast works on as a copy) and points the
+  // view at the output.
   bool Prepare(TF_OpKernelContext* ctx, int i, int kind, Operand* op) {
     TfStatus st;
     TF_Tensor* in = nullptr;
@@ -253,10 +256,12 @@ class CollectiveKernel {
       TF_OpKernelContext_Failure(ctx, st.s);
       return false;
     }
-    if (forwarded < 0 && TF_TensorByteSize(in) > 0)
-      std::memcpy(TF_TensorData(out.get()), TF_TensorData(in),
-                  TF_TensorByteSize(in));
     op->view.data = TF_TensorData(out.get());
+    if (forwarded >= 0 || TF_TensorByteSize(in) == 0) return true;
+    if (kind == kAllreduce)
+      op->view.input = TF_TensorData(in);
+    else
+      std::memcpy(op->view.data, TF_TensorData(in), TF_TensorByteSize(in));
     return true;
   }
 

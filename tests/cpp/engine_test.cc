@@ -234,18 +234,23 @@ TEST(Engine, FrameworkApiRunsCollectivesThroughTheCTable) {
     const int64_t four[1] = {4}, two[1] = {2};
     args.op_type = static_cast<int>(OpType::kAllreduce);
     args.name = "c.allreduce";
-    api->release(
-        run(args, {{a, static_cast<int>(DataType::kFloat32), 1, four},
-                   {b, static_cast<int>(DataType::kFloat64), 1, two}}));
+    api->release(run(
+        args, {{a, static_cast<int>(DataType::kFloat32), 1, four, nullptr},
+               {b, static_cast<int>(DataType::kFloat64), 1, two, nullptr}}));
     if (a[0] != 3.0f || a[3] != 9.0f || b[0] != 1.5 || b[1] != 3.0)
       *fail += "allreduce values;";
+    float result[4] = {};
+    HvdTensor oop{result, static_cast<int>(DataType::kFloat32), 1, four, a};
+    args.name = "c.out_of_place";
+    api->release(run(args, {oop}));
+    if (result[3] != 27.0f || a[3] != 9.0f) *fail += "out of place;";
 
     std::vector<int32_t> rows(2 * (r + 1), r);
     const int64_t shape[2] = {r + 1, 2};
     args.op_type = static_cast<int>(OpType::kAllgather);
     args.name = "c.allgather";
-    HvdOp* op = run(
-        args, {{rows.data(), static_cast<int>(DataType::kInt32), 2, shape}});
+    HvdOp* op = run(args, {{rows.data(), static_cast<int>(DataType::kInt32), 2,
+                            shape, nullptr}});
     HvdOutput out{};
     if (api->output(op, 0, &out) != 0 || out.ndim != 2 || out.shape[0] != 6 ||
         out.shape[1] != 2 || out.bytes != 12 * sizeof(int32_t))
@@ -263,8 +268,8 @@ TEST(Engine, FrameworkApiRunsCollectivesThroughTheCTable) {
     args.name = "c.alltoall";
     args.splits = splits;
     args.num_splits = n;
-    op = run(args,
-             {{sent.data(), static_cast<int>(DataType::kInt64), 1, rows3}});
+    op = run(args, {{sent.data(), static_cast<int>(DataType::kInt64), 1, rows3,
+                     nullptr}});
     const int64_t* received = nullptr;
     if (api->received_splits(op, &received) != n || received[0] != r ||
         received[2] != r)
@@ -277,7 +282,7 @@ TEST(Engine, FrameworkApiRunsCollectivesThroughTheCTable) {
     if (r == 1) {
       args.op_type = static_cast<int>(OpType::kAllreduce);
       args.name = "c.bad";
-      HvdTensor bad{a, 99, 1, four};
+      HvdTensor bad{a, 99, 1, four, nullptr};
       op = api->start(e, &args, &bad, 1);
       if (api->wait(op) != static_cast<int>(StatusCode::kInvalidArgument) ||
           api->rejected(op) != 1 ||
@@ -294,8 +299,8 @@ TEST(Engine, FrameworkApiRunsCollectivesThroughTheCTable) {
     args.name = "c.after";
     args.root = 2;
     a[0] = static_cast<float>(r);
-    api->release(
-        run(args, {{a, static_cast<int>(DataType::kFloat32), 1, four}}));
+    api->release(run(
+        args, {{a, static_cast<int>(DataType::kFloat32), 1, four, nullptr}}));
     if (a[0] != 2.0f) *fail += "broadcast after refusal;";
     api->leave_census(e);
   }));
