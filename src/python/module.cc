@@ -12,6 +12,9 @@
 
 #include <memory>
 
+#include "jax/xla_collective.h"
+#include "kernels/engine_binding.h"
+
 namespace nb = nanobind;
 using namespace horovod;
 
@@ -116,12 +119,23 @@ TensorView ToView(const nb::ndarray<>& a, int rank) {
   return v;
 }
 
+// Kernels linked into this module (the XLA handler) reach the engine
+// through the process's binding, from start until shutdown.
 struct PyEngine {
   std::unique_ptr<Engine> engine;
   Engine& get() {
     if (!engine) throw nb::value_error("Horovod has been shut down");
     return *engine;
   }
+  void Bind() {
+    kernels::EngineBinding::Process().Bind(FrameworkApi(), engine.get());
+  }
+  void Stop() {
+    if (!engine) return;
+    kernels::EngineBinding::Process().Bind(nullptr, nullptr);
+    engine.reset();
+  }
+  ~PyEngine() { Stop(); }
 };
 
 }  // namespace
@@ -218,6 +232,7 @@ NB_MODULE(_core, m) {
                       delete e;
                       Raise(st);
                     }
+                    e->Bind();
                     return e;
                   })
       .def("leave_census", [](PyEngine& e) { e.get().LeaveCensus(); })
@@ -329,8 +344,10 @@ NB_MODULE(_core, m) {
       .def("process_set_ids",
            [](PyEngine& e) { return e.get().ProcessSetIds(); })
       .def("shutdown", [](PyEngine& e) {
-        if (!e.engine) return;
         nb::gil_scoped_release release;
-        e.engine.reset();
+        e.Stop();
       });
+  // The XLA FFI handler's address, for jax.ffi.register_ffi_target.
+  m.def("xla_collective_handler",
+        [] { return reinterpret_cast<uintptr_t>(&HorovodXlaCollective); });
 }

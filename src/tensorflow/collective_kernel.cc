@@ -28,12 +28,14 @@
 #include <string>
 #include <vector>
 
-#include "tensorflow/engine_binding.h"
+#include "kernels/engine_binding.h"
 #include "tensorflow/tf_c_api.h"
 
 namespace horovod {
 namespace tensorflow {
 namespace {
+
+using kernels::EngineBinding;
 
 // horovod::OpType and horovod::StatusCode values (framework_api.h).
 enum : int {
@@ -462,3 +464,9 @@ const bool registered = RegisterOps();
 }  // namespace
 }  // namespace tensorflow
 }  // namespace horovod
+
+// Called by horovod.tensorflow through ctypes; returns 0 on success.
+extern "C" __attribute__((visibility("default"))) int horovod_tf_bind(
+    const HvdFrameworkApi* api, void* engine) {
+  return horovod::kernels::EngineBinding::Process().Bind(api, engine) ? 0 : 1;
+}

@@ -1,9 +1,17 @@
 """Collective operations on JAX arrays.
 
 Concrete arrays cross into the engine through DLPack/NumPy without framework
-code. Inside jax.jit each collective is one ordered io_callback: JAX runs
-ordered callbacks in program order and never drops one whose result is
-unused, so every rank submits the same collectives in the same order.
+code. Inside jax.jit, allreduce and broadcast are XLA custom calls
+(Horovod's XLA FFI handler in horovod._core, registered on first use) that
+work on XLA's own buffers: no host callback and no copy. Their primitive
+is never dead-code eliminated by JAX and lowers to a side-effecting custom
+call that XLA keeps even when its result is unused; it carries no JAX
+effect, which would take jitted calls off JAX's fast dispatch path (a
+tenfold cost for small arrays). Every rank runs the same compiled program
+in the same order. An unnamed one is
+numbered when it runs (`<prefix>.jit.<n>` per process set). The other
+collectives under jit are ordered io_callbacks, which JAX also runs in
+program order and never drops.
 Gradients are custom VJPs with upstream Horovod's semantics (as in
 horovod.torch and horovod.tensorflow).
 
@@ -14,13 +22,19 @@ alltoall takes even splits only.
 Thread-safety: as horovod.common.ops.
 """
 
+import ctypes
 import functools
+import threading
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
+from jax.extend.core import Primitive
+from jax.interpreters import ad, mlir
+from jax.interpreters import partial_eval as pe
 
+from horovod import _core
 from horovod.common import ops as _ops
 from horovod.common.exceptions import (HorovodInternalError,  # noqa: F401
                                        HorovodInvalidArgumentError)
@@ -96,13 +110,16 @@ def _numpy_collective(op, arrays, prefix, name, process_set,
 
 
 def _call(op, xs, prefix, name, process_set, out_specs, **kw):
-    """The collective over the arrays xs: directly when they are concrete,
-    as one ordered io_callback when traced. out_specs(xs) gives the output
-    ShapeDtypeStructs for tracing."""
+    """The collective over the arrays xs: directly when they are concrete;
+    when traced, allreduce and broadcast as Horovod's primitive (an XLA
+    custom call), the others as one ordered io_callback, out_specs(xs)
+    giving its output ShapeDtypeStructs."""
     if not _traced(xs):
         return _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
                                  name, process_set, _to_jax, **kw)
     xs = [jnp.asarray(x) for x in xs]
+    if op in (_OP.allreduce, _OP.broadcast):
+        return _xla_call(op, xs, prefix, name, process_set, **kw)
     specs = out_specs(xs)
 
     def host(*arrays):
@@ -118,6 +135,96 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
     return list(io_callback(host, specs, *xs, ordered=True))
 
 
+_XLA_TARGET = "horovod_collective"
+_xla_lock = threading.Lock()
+_xla_registered = False
+_XLA_DTYPES = frozenset(["uint8", "int8", "int16", "int32", "int64",
+                         "float16", "bfloat16", "float32", "float64", "bool"])
+
+
+_collective_p = Primitive("horovod_collective")
+_collective_p.multiple_results = True
+_collective_p.def_abstract_eval(lambda *avals, **_: list(avals))
+mlir.register_lowering(
+    _collective_p, jax.ffi.ffi_lowering(_XLA_TARGET, has_side_effect=True),
+    platform="cpu")
+# Kept whether or not its results are used: the other ranks wait for it.
+pe.dce_rules[_collective_p] = \
+    lambda used_outputs, eqn: ([True] * len(eqn.invars), eqn)
+
+
+def _collective_impl(*xs, kind, name, prefix, reduce_op, prescale,
+                     postscale, root, process_set):
+    """Outside jit (under jax.grad, say): the eager path."""
+    ps = _collectives.basics.process_set_by_id(int(process_set))
+    if int(kind) == _OP.allreduce.value:
+        kw = dict(reduce_op=int(reduce_op), prescale=float(prescale),
+                  postscale=float(postscale))
+        op = _OP.allreduce
+    else:
+        kw, op = dict(root=int(root)), _OP.broadcast
+    return _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
+                             name or None, ps, _to_jax, **kw)
+
+
+def _collective_transpose(cts, *xs, kind, name, prefix, reduce_op, prescale,
+                          postscale, root, process_set):
+    """Upstream's gradients: allreduce's reduced the way the forward pass
+    reduced; broadcast's averaged over the set and kept by the root. Both
+    unnamed (numbered when they run)."""
+    cts = [ad.instantiate_zeros(ct) for ct in cts]
+    if int(kind) == _OP.allreduce.value:
+        return _collective_p.bind(
+            *cts, kind=kind, name="", prefix=prefix, reduce_op=reduce_op,
+            prescale=prescale, postscale=postscale, root=root,
+            process_set=process_set)
+    reduced = _collective_p.bind(
+        *cts, kind=np.int64(_OP.allreduce.value), name="",
+        prefix="grouped_allreduce", reduce_op=np.int64(Average),
+        prescale=np.float64(1.0), postscale=np.float64(1.0),
+        root=np.int64(0), process_set=process_set)
+    if rank() != int(root):
+        reduced = [r * 0 for r in reduced]
+    return reduced
+
+
+_collective_p.def_impl(_collective_impl)
+ad.deflinear2(_collective_p, _collective_transpose)
+
+
+def _register_xla_target():
+    """Registers Horovod's XLA FFI handler with JAX, once per process."""
+    global _xla_registered
+    with _xla_lock:
+        if not _xla_registered:
+            handler = ctypes.cast(
+                _core.xla_collective_handler(),
+                ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p))
+            jax.ffi.register_ffi_target(_XLA_TARGET, jax.ffi.pycapsule(handler),
+                                        platform="cpu")
+            _xla_registered = True
+
+
+def _xla_call(op, xs, prefix, name, process_set, reduce_op=Sum,
+              prescale=1.0, postscale=1.0, root=0):
+    """Allreduce or broadcast of the traced arrays xs as one XLA custom
+    call (a group when several)."""
+    for x in xs:
+        if jnp.dtype(x.dtype).name not in _XLA_DTYPES:
+            raise HorovodInvalidArgumentError(
+                "unsupported tensor dtype %s (rank %d): horovod supports "
+                "uint8, int8, int16, int32, int64, float16, bfloat16, "
+                "float32, float64 and bool" % (jnp.dtype(x.dtype).name,
+                                               rank()))
+    ps = _collectives.process_set_id(process_set)
+    _register_xla_target()
+    return _collective_p.bind(
+        *xs, kind=np.int64(op.value), name=name or "", prefix=prefix,
+        reduce_op=np.int64(reduce_op), prescale=np.float64(prescale),
+        postscale=np.float64(postscale), root=np.int64(root),
+        process_set=np.int64(ps))
+
+
 def _same_specs(xs):
     return [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs]
 
@@ -128,27 +235,12 @@ def _set_size(process_set):
 
 # -- allreduce ---------------------------------------------------------------
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5, 6))
 def _grouped_allreduce(xs, name, op, prescale, postscale, process_set,
                        prefix):
+    """Differentiable when traced (the primitive is linear: its gradient is
+    reduced the way the forward pass reduced, as upstream)."""
     return _call(_OP.allreduce, xs, prefix, name, process_set, _same_specs,
                  reduce_op=op, prescale=prescale, postscale=postscale)
-
-
-def _grouped_allreduce_fwd(xs, name, op, prescale, postscale, process_set,
-                           prefix):
-    return _grouped_allreduce(xs, name, op, prescale, postscale, process_set,
-                              prefix), None
-
-
-def _grouped_allreduce_bwd(name, op, prescale, postscale, process_set, prefix,
-                           _, dys):
-    # The gradient reduced the way the forward pass reduced.
-    return (_grouped_allreduce(list(dys), None, op, prescale, postscale,
-                               process_set, prefix),)
-
-
-_grouped_allreduce.defvjp(_grouped_allreduce_fwd, _grouped_allreduce_bwd)
 
 
 def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -156,10 +248,6 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     """Reduces `tensor` over the ranks of the set (Average by default).
     Differentiable; works eagerly and under jax.jit."""
     op = resolve_op(average, op)
-    if not _traced([tensor]):  # no gradient to record: skip the VJP wrapper
-        return _call(_OP.allreduce, [tensor], "allreduce", name, process_set,
-                     None, reduce_op=op, prescale=float(prescale_factor),
-                     postscale=float(postscale_factor))[0]
     return _grouped_allreduce([tensor], name, op, float(prescale_factor),
                               float(postscale_factor), process_set,
                               "allreduce")[0]
@@ -172,11 +260,6 @@ def grouped_allreduce(tensors, average=None, name=None, op=None,
     tensors = list(tensors)
     if not tensors:
         return []
-    if not _traced(tensors):
-        return _call(_OP.allreduce, tensors, "grouped_allreduce", name,
-                     process_set, None, reduce_op=resolve_op(average, op),
-                     prescale=float(prescale_factor),
-                     postscale=float(postscale_factor))
     return _grouped_allreduce(tensors, name, resolve_op(average, op),
                               float(prescale_factor), float(postscale_factor),
                               process_set, "grouped_allreduce")
@@ -232,33 +315,15 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 # -- broadcast ---------------------------------------------------------------
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4))
 def _grouped_broadcast(xs, root_rank, name, process_set, prefix):
+    """Differentiable when traced: upstream's gradient, averaged over the
+    set and kept by the root."""
     return _call(_OP.broadcast, xs, prefix, name, process_set, _same_specs,
                  root=root_rank)
 
 
-def _grouped_broadcast_fwd(xs, root_rank, name, process_set, prefix):
-    return _grouped_broadcast(xs, root_rank, name, process_set, prefix), None
-
-
-def _grouped_broadcast_bwd(root_rank, name, process_set, prefix, _, dys):
-    # Upstream: the gradient averaged over the set, kept by the root.
-    reduced = _grouped_allreduce(list(dys), None, Average, 1.0, 1.0,
-                                 process_set, "grouped_allreduce")
-    if rank() != root_rank:
-        reduced = [r * 0 for r in reduced]
-    return (reduced,)
-
-
-_grouped_broadcast.defvjp(_grouped_broadcast_fwd, _grouped_broadcast_bwd)
-
-
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root_rank's array on every rank (differentiable)."""
-    if not _traced([tensor]):
-        return _call(_OP.broadcast, [tensor], "broadcast", name, process_set,
-                     None, root=int(root_rank))[0]
     return _grouped_broadcast([tensor], int(root_rank), name, process_set,
                               "broadcast")[0]
 
