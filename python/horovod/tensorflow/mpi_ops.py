@@ -142,10 +142,15 @@ def _check_dtypes(tensors):
                 "float32, float64 and bool" % (t.dtype.name, rank()))
 
 
+def _same_shape(x):
+    return x.shape
+
+
 def _run_units(units, tensors, process_set, shapes, **kw):
     """Runs `units` (op_library.Unit) over `tensors` as one kernel call, now
     when eager, else as one op of the graph being built, whose outputs get
-    the static `shapes`."""
+    the static `shapes`: a list, or a function of each input tensor (only
+    called in graphs: eager tensors have their shapes, and asking costs)."""
     _check_dtypes(tensors)
     ps = _collectives.process_set_id(process_set)
     eager = tf.executing_eagerly()
@@ -153,6 +158,8 @@ def _run_units(units, tensors, process_set, shapes, **kw):
         _check_not_xla()
     outs = _lib.collective(tuple(units), tensors, ps, eager, **kw)
     if not eager:
+        if callable(shapes):
+            shapes = [shapes(x) for x in tensors]
         for o, s in zip(outs, shapes):
             o.set_shape(s)
     return outs
@@ -219,7 +226,7 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0,
 
     def forward(xs):
         return _run_units([Unit(_lib.ALLREDUCE, len(xs), prefix, name)], xs,
-                          process_set, [x.shape for x in xs], reduce_op=op,
+                          process_set, _same_shape, reduce_op=op,
                           prescale=prescale_factor,
                           postscale=postscale_factor)
 
@@ -323,7 +330,7 @@ def _grouped_allgather(tensors, name=None, ignore_name_scope=False,
 
     def forward(xs):
         return _run_units([Unit(_lib.ALLGATHER, len(xs), prefix, name)], xs,
-                          process_set, [_rows_unknown(x) for x in xs])
+                          process_set, _rows_unknown)
 
     def backward(dys):
         # Upstream: each output gradient averaged over the set, then every
@@ -371,7 +378,7 @@ def _grouped_broadcast(tensors, root_rank, name=None, ignore_name_scope=False,
 
     def forward(xs):
         return _run_units([Unit(_lib.BROADCAST, len(xs), prefix, name)], xs,
-                          process_set, [x.shape for x in xs], root=root_rank)
+                          process_set, _same_shape, root=root_rank)
 
     def backward(dys):
         # Upstream: the gradient averaged over the set, kept by the root.
@@ -470,8 +477,7 @@ def _grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
 
     def forward(xs):
         return _run_units([Unit(_lib.REDUCESCATTER, len(xs), prefix, name)],
-                          xs, process_set, [_rows_unknown(x) for x in xs],
-                          reduce_op=op, prescale=prescale_factor,
+                          xs, process_set, _rows_unknown, reduce_op=op, prescale=prescale_factor,
                           postscale=postscale_factor)
 
     def backward(dys):

@@ -62,10 +62,10 @@ _collectives.basics.add_engine_listener(_on_engine)
 _named = {}
 
 
-def _names(units, process_set_id, eager):
-    """The units' name attributes and their numbers (an int64 tensor: the
-    op wrapper converting a Python list would leave TensorFlow's fast
-    path)."""
+def _attributes(units, process_set_id, eager):
+    """The units' kinds, sizes, name attributes and name numbers (an int64
+    tensor: the op wrapper converting a Python list would leave
+    TensorFlow's fast path)."""
     key = (units, eager)
     cached = _named.get(key)
     if cached is not None:
@@ -80,7 +80,8 @@ def _names(units, process_set_id, eager):
             numbers.append(_collectives.unnamed_number(process_set_id))
         else:
             raise ValueError("operations in a graph are named at trace time")
-    result = names, tf.constant(numbers, dtype=tf.int64)
+    result = ([u.kind for u in units], [u.count for u in units], names,
+              tf.constant(numbers, dtype=tf.int64))
     if eager and all(u.name for u in units):
         _named[key] = result
     return result
@@ -107,11 +108,10 @@ def collective(units, tensors, process_set_id, eager, reduce_op=_ops.Sum,
                prescale=1.0, postscale=1.0, root=0):
     """Runs `units` (a tuple of Unit) over `tensors` (laid out unit after
     unit); returns one output per tensor."""
-    names, numbers = _names(units, process_set_id, eager)
+    kinds, sizes, names, numbers = _attributes(units, process_set_id, eager)
     try:
         return _lib.horovod_collective(
-            tensors, numbers, kinds=[u.kind for u in units],
-            sizes=[u.count for u in units], names=names,
+            tensors, numbers, kinds=kinds, sizes=sizes, names=names,
             reduce_op=int(reduce_op), prescale=float(prescale),
             postscale=float(postscale), root=int(root),
             process_set=process_set_id)
@@ -124,7 +124,7 @@ def collective(units, tensors, process_set_id, eager, reduce_op=_ops.Sum,
 def alltoall(tensor, splits, prefix, name, process_set_id, eager):
     """(rows received, rows received from each member as int32)."""
     units = (Unit(ALLTOALL, 1, prefix, name),)
-    names, numbers = _names(units, process_set_id, eager)
+    _, _, names, numbers = _attributes(units, process_set_id, eager)
     try:
         return _lib.horovod_alltoall(
             tensor, splits, numbers, kinds=[ALLTOALL], sizes=[1],
