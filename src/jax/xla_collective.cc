@@ -1,11 +1,14 @@
 #include "jax/xla_collective.h"
 
 #include <horovod/framework_api.h>
+#include <horovod/status.h>
+#include <horovod/types.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "kernels/canonical_code.h"
 #include "kernels/engine_binding.h"
 
 namespace horovod {
@@ -14,40 +17,48 @@ namespace {
 
 using kernels::EngineBinding;
 
-// horovod::OpType, ReduceOp and StatusCode values (framework_api.h).
-enum : int64_t { kAllreduce = 0, kBroadcast = 2 };
-enum : int {
-  kInvalidArgument = 1,
-  kMismatch = 2,
-  kAborted = 3,
-  kTimeout = 4,
-};
+// The C table speaks in horovod's enum values as ints.
+constexpr int64_t kAllreduce = static_cast<int64_t>(OpType::kAllreduce);
+constexpr int64_t kBroadcast = static_cast<int64_t>(OpType::kBroadcast);
 
 // The engine's DataType for an XLA element type, or -1.
 int EngineDataType(XLA_FFI_DataType t) {
+  DataType d;
   switch (t) {
     case XLA_FFI_DataType_U8:
-      return 0;
+      d = DataType::kUInt8;
+      break;
     case XLA_FFI_DataType_S8:
-      return 1;
+      d = DataType::kInt8;
+      break;
     case XLA_FFI_DataType_S16:
-      return 2;
+      d = DataType::kInt16;
+      break;
     case XLA_FFI_DataType_S32:
-      return 3;
+      d = DataType::kInt32;
+      break;
     case XLA_FFI_DataType_S64:
-      return 4;
+      d = DataType::kInt64;
+      break;
     case XLA_FFI_DataType_F16:
-      return 5;
+      d = DataType::kFloat16;
+      break;
     case XLA_FFI_DataType_BF16:
-      return 6;
+      d = DataType::kBFloat16;
+      break;
     case XLA_FFI_DataType_F32:
-      return 7;
+      d = DataType::kFloat32;
+      break;
     case XLA_FFI_DataType_F64:
-      return 8;
+      d = DataType::kFloat64;
+      break;
     case XLA_FFI_DataType_PRED:
-      return 9;
+      d = DataType::kBool;
+      break;
+    default:
+      return -1;
   }
-  return -1;
+  return static_cast<int>(d);
 }
 
 XLA_FFI_Error* Error(const XLA_FFI_CallFrame* frame, XLA_FFI_Error_Code code,
@@ -59,15 +70,6 @@ XLA_FFI_Error* Error(const XLA_FFI_CallFrame* frame, XLA_FFI_Error_Code code,
   args.message = message.c_str();
   args.errc = code;
   return frame->api->XLA_FFI_Error_Create(&args);
-}
-
-XLA_FFI_Error_Code XlaCodeOf(int code, bool rejected) {
-  if (code == kInvalidArgument && rejected)
-    return XLA_FFI_Error_Code_INVALID_ARGUMENT;
-  if (code == kMismatch) return XLA_FFI_Error_Code_FAILED_PRECONDITION;
-  if (code == kTimeout) return XLA_FFI_Error_Code_DEADLINE_EXCEEDED;
-  if (code == kAborted) return XLA_FFI_Error_Code_ABORTED;
-  return XLA_FFI_Error_Code_INTERNAL;
 }
 
 struct Attrs {
@@ -128,8 +130,7 @@ bool ReadAttrs(const XLA_FFI_Attrs& in, Attrs* out, std::string* bad) {
 }
 
 size_t Bytes(const XLA_FFI_Buffer& b) {
-  static const size_t kSize[] = {1, 1, 2, 4, 8, 2, 2, 4, 8, 1};
-  size_t n = kSize[EngineDataType(b.dtype)];
+  size_t n = DataTypeSize(static_cast<DataType>(EngineDataType(b.dtype)));
   for (int64_t d = 0; d < b.rank; ++d) n *= static_cast<size_t>(b.dims[d]);
   return n;
 }
@@ -197,7 +198,10 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame) {
   const int code = api->wait(op);
   XLA_FFI_Error* error =
       code == 0 ? nullptr
-                : Error(frame, XlaCodeOf(code, api->rejected(op) != 0),
+                : Error(frame,
+                        // XLA's codes use the canonical numbering.
+                        static_cast<XLA_FFI_Error_Code>(kernels::CanonicalCode(
+                            code, api->rejected(op) != 0)),
                         api->message(op));
   api->release(op);
   EngineBinding::Lease lease(EngineBinding::Process());

@@ -22,12 +22,16 @@
 //
 // Thread-safety: TensorFlow may run one kernel object on several threads at
 // once; Compute keeps its state on the stack.
+#include <horovod/status.h>
+#include <horovod/types.h>
+
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/canonical_code.h"
 #include "kernels/engine_binding.h"
 #include "tensorflow/tf_c_api.h"
 
@@ -37,22 +41,12 @@ namespace {
 
 using kernels::EngineBinding;
 
-// horovod::OpType and horovod::StatusCode values (framework_api.h).
-enum : int {
-  kAllreduce = 0,
-  kAllgather = 1,
-  kBroadcast = 2,
-  kAlltoall = 3,
-  kReducescatter = 4,
-};
-// horovod::ReduceOp::kSum.
-constexpr int kSum = 1;
-enum : int {
-  kInvalidArgument = 1,
-  kMismatch = 2,
-  kAborted = 3,
-  kTimeout = 4,
-};
+// The C table speaks in horovod's enum values as ints.
+constexpr int kAllreduce = static_cast<int>(OpType::kAllreduce);
+constexpr int kBroadcast = static_cast<int>(OpType::kBroadcast);
+constexpr int kAlltoall = static_cast<int>(OpType::kAlltoall);
+constexpr int kReducescatter = static_cast<int>(OpType::kReducescatter);
+constexpr int kSum = static_cast<int>(ReduceOp::kSum);
 
 struct TfStatus {
   TF_Status* s = TF_NewStatus();
@@ -67,46 +61,48 @@ using TensorPtr = std::unique_ptr<TF_Tensor, TensorDeleter>;
 
 // TensorFlow's dtype as the engine's DataType, or -1.
 int EngineDataType(int tf_dtype) {
+  DataType t;
   switch (tf_dtype) {
     case kTfUInt8:
-      return 0;
+      t = DataType::kUInt8;
+      break;
     case kTfInt8:
-      return 1;
+      t = DataType::kInt8;
+      break;
     case kTfInt16:
-      return 2;
+      t = DataType::kInt16;
+      break;
     case kTfInt32:
-      return 3;
+      t = DataType::kInt32;
+      break;
     case kTfInt64:
-      return 4;
+      t = DataType::kInt64;
+      break;
     case kTfHalf:
-      return 5;
+      t = DataType::kFloat16;
+      break;
     case kTfBFloat16:
-      return 6;
+      t = DataType::kBFloat16;
+      break;
     case kTfFloat:
-      return 7;
+      t = DataType::kFloat32;
+      break;
     case kTfDouble:
-      return 8;
+      t = DataType::kFloat64;
+      break;
     case kTfBool:
-      return 9;
+      t = DataType::kBool;
+      break;
+    default:
+      return -1;
   }
-  return -1;
+  return static_cast<int>(t);
 }
 
 void Fail(TF_OpKernelContext* ctx, int code, const std::string& message) {
   TfStatus st;
   TF_SetStatus(st.s, code, message.c_str());
   TF_OpKernelContext_Failure(ctx, st.s);
-}
-
-// The engine's status as TensorFlow's: only input refused before anything
-// was enqueued is the caller's InvalidArgument; the rest happened between
-// ranks.
-int TfCodeOf(int code, bool rejected) {
-  if (code == kInvalidArgument && rejected) return kTfInvalidArgument;
-  if (code == kMismatch) return kTfFailedPrecondition;
-  if (code == kTimeout) return kTfDeadlineExceeded;
-  if (code == kAborted) return kTfAborted;
-  return kTfInternal;
 }
 
 struct OutputOwner {
@@ -227,14 +223,9 @@ class CollectiveKernel {
   // writes out of place and broadcast works on as a copy) and points the
   // view at the output.
   bool Prepare(TF_OpKernelContext* ctx, int i, int kind, Operand* op) {
-    TfStatus st;
-    TF_Tensor* in = nullptr;
-    TF_GetInput(ctx, i, &in, st.s);
-    if (!st.ok()) {
-      TF_OpKernelContext_Failure(ctx, st.s);
-      return false;
-    }
-    op->tensor.reset(in);
+    op->tensor = Input(ctx, i);
+    if (!op->tensor) return false;
+    TF_Tensor* in = op->tensor.get();
     op->tf_dtype = TF_TensorType(in);
     const int dtype = EngineDataType(op->tf_dtype);
     if (dtype < 0) {
@@ -251,6 +242,7 @@ class CollectiveKernel {
     op->view.shape = op->shape.data();
     op->view.data = TF_TensorData(in);
     if (!InPlace(kind)) return true;
+    TfStatus st;
     int forwarded = -1;
     TensorPtr out(TF_ForwardInputOrAllocateOutput(
         ctx, &i, 1, i, op->shape.data(), nd, &forwarded, st.s));
@@ -338,7 +330,8 @@ class CollectiveKernel {
       }
     }
     if (failed != nullptr) {
-      Fail(ctx, TfCodeOf(code, api->rejected(failed) != 0),
+      // TF_Code uses the canonical numbering.
+      Fail(ctx, kernels::CanonicalCode(code, api->rejected(failed) != 0),
            api->message(failed));
     } else {
       SetOutputs(ctx, *api, ops, operands);

@@ -114,12 +114,20 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
     when traced, allreduce and broadcast as Horovod's primitive (an XLA
     custom call), the others as one ordered io_callback, out_specs(xs)
     giving its output ShapeDtypeStructs."""
+    xla = op in (_OP.allreduce, _OP.broadcast)
     if not _traced(xs):
+        if xla and all(isinstance(x, jax.Array) for x in xs) and \
+                sum(x.nbytes for x in xs) <= _EAGER_XLA_BYTES:
+            return _eager_xla(op, xs, prefix, name,
+                              _collectives.process_set_id(process_set), **kw)
         return _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
                                  name, process_set, _to_jax, **kw)
     xs = [jnp.asarray(x) for x in xs]
-    if op in (_OP.allreduce, _OP.broadcast):
-        return _xla_call(op, xs, prefix, name, process_set, **kw)
+    if xla:
+        _check_xla_dtypes(xs)
+        return _collective_p.bind(*xs, **_xla_params(
+            op.value, prefix, name, _collectives.process_set_id(process_set),
+            **kw))
     specs = out_specs(xs)
 
     def host(*arrays):
@@ -138,8 +146,9 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
 _XLA_TARGET = "horovod_collective"
 _xla_lock = threading.Lock()
 _xla_registered = False
-_XLA_DTYPES = frozenset(["uint8", "int8", "int16", "int32", "int64",
-                         "float16", "bfloat16", "float32", "float64", "bool"])
+_XLA_DTYPES = frozenset(np.dtype(t) for t in (
+    np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, jnp.bfloat16,
+    np.float32, np.float64, np.bool_))
 
 
 _collective_p = Primitive("horovod_collective")
@@ -195,6 +204,8 @@ ad.deflinear2(_collective_p, _collective_transpose)
 def _register_xla_target():
     """Registers Horovod's XLA FFI handler with JAX, once per process."""
     global _xla_registered
+    if _xla_registered:
+        return
     with _xla_lock:
         if not _xla_registered:
             handler = ctypes.cast(
@@ -205,24 +216,51 @@ def _register_xla_target():
             _xla_registered = True
 
 
-def _xla_call(op, xs, prefix, name, process_set, reduce_op=Sum,
-              prescale=1.0, postscale=1.0, root=0):
-    """Allreduce or broadcast of the traced arrays xs as one XLA custom
-    call (a group when several)."""
+def _check_xla_dtypes(xs):
     for x in xs:
-        if jnp.dtype(x.dtype).name not in _XLA_DTYPES:
+        if x.dtype not in _XLA_DTYPES:
             raise HorovodInvalidArgumentError(
                 "unsupported tensor dtype %s (rank %d): horovod supports "
                 "uint8, int8, int16, int32, int64, float16, bfloat16, "
-                "float32, float64 and bool" % (jnp.dtype(x.dtype).name,
+                "float32, float64 and bool" % (np.dtype(x.dtype).name,
                                                rank()))
-    ps = _collectives.process_set_id(process_set)
+
+
+def _xla_params(op, prefix, name, ps, reduce_op=Sum, prescale=1.0,
+                postscale=1.0, root=0):
+    """The primitive's parameters (typed as XLA's attributes)."""
     _register_xla_target()
-    return _collective_p.bind(
-        *xs, kind=np.int64(op.value), name=name or "", prefix=prefix,
-        reduce_op=np.int64(reduce_op), prescale=np.float64(prescale),
-        postscale=np.float64(postscale), root=np.int64(root),
-        process_set=np.int64(ps))
+    return dict(kind=np.int64(op), name=name or "", prefix=prefix,
+                reduce_op=np.int64(reduce_op), prescale=np.float64(prescale),
+                postscale=np.float64(postscale), root=np.int64(root),
+                process_set=np.int64(ps))
+
+
+# Eagerly, small allreduces and broadcasts run as a jitted call of the XLA
+# handler, which JAX dispatches in microseconds where the NumPy route pays
+# conversions both ways; large ones take the NumPy route, whose result JAX
+# adopts where XLA would fault in a fresh result buffer on each call. The
+# choice depends on shapes only, which every rank shares.
+_EAGER_XLA_BYTES = 64 << 10
+
+
+@functools.lru_cache(maxsize=256)
+def _jitted(op, prefix, name, ps, reduce_op=Sum, prescale=1.0, postscale=1.0,
+            root=0):
+    params = _xla_params(op, prefix, name, ps, reduce_op, prescale,
+                         postscale, root)
+    return jax.jit(lambda *xs: _collective_p.bind(*xs, **params))
+
+
+def _eager_xla(op, xs, prefix, name, ps, **kw):
+    _check_xla_dtypes(xs)
+    try:
+        return list(_jitted(op.value, prefix, name, ps, **kw)(*xs))
+    except jax.errors.JaxRuntimeError as e:
+        text = str(e)
+        if text.startswith("INVALID_ARGUMENT"):
+            raise HorovodInvalidArgumentError(text) from None
+        raise HorovodInternalError(text) from None
 
 
 def _same_specs(xs):
