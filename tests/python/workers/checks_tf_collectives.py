@@ -68,6 +68,20 @@ def check_allreduce_average_flag_and_scale_factors():
         raise AssertionError("average= and op= together must fail")
 
 
+def check_allreduce_leaves_its_input_alone():
+    # The kernel writes a fresh output when it cannot reuse the input's
+    # buffer (out of place), or reuses a buffer nobody else reads (inside a
+    # function): either way the caller's tensor keeps its values.
+    for count in (3, 300000):  # one-barrier path, block rounds
+        x = tf.constant(np.arange(count, dtype=np.float32) % 7 + r)
+        want = (np.arange(count) % 7) * n + sum(ranks)
+        same(hvd.allreduce(x, op=hvd.Sum), want)
+        same(x, np.arange(count) % 7 + r)
+        doubled = tf.function(lambda t: hvd.allreduce(t * 2, op=hvd.Sum))(x)
+        same(doubled, want * 2)
+        same(x, np.arange(count) % 7 + r)
+
+
 def check_allreduce_fp16_compression():
     x = tf.fill([3], 0.5 * (r + 1))
     for wrap in MODES.values():
