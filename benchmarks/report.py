@@ -167,7 +167,9 @@ def targets(res, fusion, train, tune):
     row("training np=2, ours vs DDP (img/s)", h2, d2, ratio(h2, d2), ">= 1.0x", lambda v: v >= 1.0)
     for fw, label in (("TensorFlow", "hvd-tf"),
                       ("TensorFlow in tf.function", "hvd-tf-jit"),
-                      ("JAX", "hvd-jax"), ("JAX in jit", "hvd-jax-jit")):
+                      ("JAX", "hvd-jax"), ("JAX in jit", "hvd-jax-jit"),
+                      ("JAX in jit, glibc keeping freed memory",
+                       "hvd-jax-jit+tun")):
         for torch_label, form in (("hvd-py", "in place"),
                                   ("hvd-py-oop", "out of place")):
             a, b = get(label, 2, 4, "med"), get(torch_label, 2, 4, "med")
