@@ -1,19 +1,21 @@
 """Collective operations on JAX arrays.
 
 Concrete arrays cross into the engine through DLPack/NumPy without framework
-code. Inside jax.jit, allreduce and broadcast are XLA custom calls
-(Horovod's XLA FFI handler in horovod._core, registered on first use) that
-work on XLA's own buffers: no host callback and no copy. Their primitive
-is never dead-code eliminated by JAX and lowers to a side-effecting custom
-call that XLA keeps even when its result is unused; it carries no JAX
-effect, which would take jitted calls off JAX's fast dispatch path (a
-tenfold cost for small arrays). Every rank runs the same compiled program
-in the same order. An unnamed one is
-numbered when it runs (`<prefix>.jit.<n>` per process set). The other
-collectives under jit are ordered io_callbacks, which JAX also runs in
-program order and never drops.
-Gradients are custom VJPs with upstream Horovod's semantics (as in
-horovod.torch and horovod.tensorflow).
+code, except small allreduces and broadcasts (see _EAGER_XLA_BYTES). Inside
+jax.jit, allreduce and broadcast are XLA custom calls (Horovod's XLA FFI
+handler in horovod._core, registered on first use) that work on XLA's own
+buffers: no host callback and no copy. Their primitive is never dead-code
+eliminated by JAX and lowers to a side-effecting custom call that XLA keeps
+even when its result is unused; it carries no JAX effect, which would take
+jitted calls off JAX's fast dispatch path (a tenfold cost for small
+arrays). Every rank runs the same compiled program, so the same collectives
+in the same order; an unnamed one is numbered when it runs
+(`<prefix>.jit.<n>` per process set). The other collectives under jit are
+ordered io_callbacks, which JAX also runs in program order and never drops.
+
+Gradients follow upstream Horovod's semantics (as in horovod.torch and
+horovod.tensorflow): allreduce and broadcast through their primitive's
+transpose (it is linear), the others as custom VJPs.
 
 Under jit, output shapes must be known when tracing: allgather assumes every
 rank contributes the same number of rows (checked when it runs), and

@@ -40,7 +40,6 @@ from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.op_library import Unit
 
 _collectives = _ops.process_collectives()
-_OP = _ops.OpType
 
 
 def _executing_eagerly():
