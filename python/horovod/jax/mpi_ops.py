@@ -256,6 +256,7 @@ def _jitted(op, prefix, name, ps, reduce_op=Sum, prescale=1.0, postscale=1.0,
 
 def _eager_xla(op, xs, prefix, name, ps, **kw):
     _check_xla_dtypes(xs)
+    _collectives.basics.engine  # ValueError before hvd.init()
     try:
         return list(_jitted(op.value, prefix, name, ps, **kw)(*xs))
     except jax.errors.JaxRuntimeError as e:

@@ -153,7 +153,9 @@ def _run_units(units, tensors, process_set, shapes, **kw):
     _check_dtypes(tensors)
     ps = _collectives.process_set_id(process_set)
     eager = tf.executing_eagerly()
-    if not eager:
+    if eager:
+        _collectives.basics.engine  # ValueError before hvd.init()
+    else:
         _check_not_xla()
     outs = _lib.collective(tuple(units), tensors, ps, eager, **kw)
     if not eager:
@@ -439,7 +441,9 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
         _check_dtypes([x])
         ps = _collectives.process_set_id(process_set)
         eager = tf.executing_eagerly()
-        if not eager:
+        if eager:
+            _collectives.basics.engine  # ValueError before hvd.init()
+        else:
             _check_not_xla()
         return _set_shapes(
             list(_lib.alltoall(x, splits, "alltoall", name, ps, eager)),

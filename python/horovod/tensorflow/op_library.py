@@ -88,8 +88,13 @@ def _attributes(units, process_set_id, eager):
 
 
 def _message(error):
-    """The engine's message without TensorFlow's op decoration."""
+    """The engine's message without TensorFlow's decoration (a leading
+    `{{function_node ...}} `, a trailing ` [Op:...]`)."""
     text = error.message
+    if text.startswith("{{"):
+        end = text.find("}} ")
+        if end >= 0:
+            text = text[end + 3:]
     cut = text.find(" [Op:")
     return text[:cut] if cut >= 0 else text
 

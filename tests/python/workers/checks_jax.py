@@ -202,3 +202,17 @@ def check_errors_name_value_and_rank():
                                                         op=hvd.Adasum),
            "Adasum")
     same(hvd.allreduce(jnp.ones(2), op=hvd.Sum), [n] * 2)  # still working
+
+
+def check_shutdown_and_init_again():
+    # The XLA handler lets go of the engine at shutdown and binds the next.
+    f = jax.jit(lambda t: hvd.allreduce(t, op=hvd.Sum, name="again"))
+    x = jnp.ones(2)
+    same(f(x), [n] * 2)
+    hvd.shutdown()
+    raises(ValueError, lambda: hvd.allreduce(x), "has not been initialized")
+    raises(Exception, lambda: f(x).block_until_ready(),
+           "has not been initialized")
+    hvd.init()
+    same(f(x), [n] * 2)
+    same(hvd.allreduce(x, op=hvd.Sum), [n] * 2)

@@ -79,3 +79,15 @@ def check_distributed_optimizer_refuses_what_it_cannot_do():
     raises(ValueError, lambda: hvd.DistributedGradientTape(
         tf.GradientTape(), op=hvd.Adasum), "Adasum")
     still_working()
+
+
+def check_shutdown_and_init_again():
+    # The op library lets go of the engine at shutdown and binds the next.
+    f = tf.function(lambda x: hvd.allreduce(x, op=hvd.Sum, name="again"))
+    x = tf.constant([1.0])
+    hvd.shutdown()
+    raises(ValueError, lambda: hvd.allreduce(x), "has not been initialized")
+    raises(tf.errors.OpError, lambda: f(x), "has not been initialized")
+    hvd.init()
+    assert np.allclose(f(x).numpy(), [n]), f(x)
+    still_working()
