@@ -52,6 +52,15 @@ def op_name(prefix, name, number):
     return "%s.noname.%d" % (prefix, number)
 
 
+def unsupported_dtype(dtype_name, rank):
+    """The error for a dtype the engine does not carry, checked by adapters
+    whose framework would fail less clearly first."""
+    return HorovodInvalidArgumentError(
+        "unsupported tensor dtype %s (rank %d): horovod supports uint8, int8, "
+        "int16, int32, int64, float16, bfloat16, float32, float64 and bool"
+        % (dtype_name, rank))
+
+
 def engine_call(fn, *args):
     """Calls into the engine. Bad input raises HorovodInvalidArgumentError
     (a ValueError); a failed or shut-down engine HorovodInternalError."""

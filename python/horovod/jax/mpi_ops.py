@@ -221,11 +221,7 @@ def _register_xla_target():
 def _check_xla_dtypes(xs):
     for x in xs:
         if x.dtype not in _XLA_DTYPES:
-            raise HorovodInvalidArgumentError(
-                "unsupported tensor dtype %s (rank %d): horovod supports "
-                "uint8, int8, int16, int32, int64, float16, bfloat16, "
-                "float32, float64 and bool" % (np.dtype(x.dtype).name,
-                                               rank()))
+            raise _ops.unsupported_dtype(np.dtype(x.dtype).name, rank())
 
 
 def _xla_params(op, prefix, name, ps, reduce_op=Sum, prescale=1.0,

@@ -132,13 +132,20 @@ _SUPPORTED = frozenset([tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64,
                         tf.bool])
 
 
-def _check_dtypes(tensors):
+def _prepare(tensors, process_set):
+    """Checks before an op: dtypes (TensorFlow would fail less clearly),
+    the process set, init when eager, XLA in a graph. Returns the set's id
+    and whether this runs eagerly."""
     for t in tensors:
         if t.dtype not in _SUPPORTED:
-            raise HorovodInvalidArgumentError(
-                "unsupported tensor dtype %s (rank %d): horovod supports "
-                "uint8, int8, int16, int32, int64, float16, bfloat16, "
-                "float32, float64 and bool" % (t.dtype.name, rank()))
+            raise _ops.unsupported_dtype(t.dtype.name, rank())
+    ps = _collectives.process_set_id(process_set)
+    eager = tf.executing_eagerly()
+    if eager:
+        _collectives.basics.engine  # ValueError before hvd.init()
+    else:
+        _check_not_xla()
+    return ps, eager
 
 
 def _same_shape(x):
@@ -150,13 +157,7 @@ def _run_units(units, tensors, process_set, shapes, **kw):
     when eager, else as one op of the graph being built, whose outputs get
     the static `shapes`: a list, or a function of each input tensor (only
     called in graphs: eager tensors have their shapes, and asking costs)."""
-    _check_dtypes(tensors)
-    ps = _collectives.process_set_id(process_set)
-    eager = tf.executing_eagerly()
-    if eager:
-        _collectives.basics.engine  # ValueError before hvd.init()
-    else:
-        _check_not_xla()
+    ps, eager = _prepare(tensors, process_set)
     outs = _lib.collective(tuple(units), tensors, ps, eager, **kw)
     if not eager:
         if callable(shapes):
@@ -438,13 +439,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
         splits = tf.constant(_split_counts(splits), dtype=tf.int64)
 
     def exchange(x):
-        _check_dtypes([x])
-        ps = _collectives.process_set_id(process_set)
-        eager = tf.executing_eagerly()
-        if eager:
-            _collectives.basics.engine  # ValueError before hvd.init()
-        else:
-            _check_not_xla()
+        ps, eager = _prepare([x], process_set)
         return _set_shapes(
             list(_lib.alltoall(x, splits, "alltoall", name, ps, eager)),
             [_rows_unknown(x), [None]])
