@@ -233,12 +233,17 @@ class Proxy(threading.Thread):
                     continue
                 if self.fault == "delay":
                     time.sleep(self.delay_s)
-                if truncating:
-                    peer[s].sendall(data[:max(1, len(data) // 2)])
+                try:
+                    if truncating:
+                        peer[s].sendall(data[:max(1, len(data) // 2)])
+                        client.close()
+                        server.close()
+                        return
+                    peer[s].sendall(data)
+                except OSError:  # the other side has gone: so does this link
                     client.close()
                     server.close()
                     return
-                peer[s].sendall(data)
 
 
 @pytest.mark.parametrize("fault,transport", [
