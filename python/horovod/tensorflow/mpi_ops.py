@@ -159,12 +159,11 @@ def _run_units(units, tensors, process_set, shapes, **kw):
     called in graphs: eager tensors have their shapes, and asking costs)."""
     ps, eager = _prepare(tensors, process_set)
     outs = _lib.collective(tuple(units), tensors, ps, eager, **kw)
-    if not eager:
-        if callable(shapes):
-            shapes = [shapes(x) for x in tensors]
-        for o, s in zip(outs, shapes):
-            o.set_shape(s)
-    return outs
+    if eager:
+        return outs
+    if callable(shapes):
+        shapes = [shapes(x) for x in tensors]
+    return _set_shapes(outs, shapes)
 
 
 def _split_counts(splits):
