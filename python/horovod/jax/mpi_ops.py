@@ -250,11 +250,13 @@ def _jitted(op, prefix, name, ps, reduce_op=Sum, prescale=1.0, postscale=1.0,
     return jax.jit(lambda *xs: _collective_p.bind(*xs, **params))
 
 
-def _eager_xla(op, xs, prefix, name, ps, **kw):
+def _eager_xla(op, xs, prefix, name, ps, reduce_op=Sum, prescale=1.0,
+               postscale=1.0, root=0):
     _check_xla_dtypes(xs)
     _collectives.basics.engine  # ValueError before hvd.init()
     try:
-        return list(_jitted(op.value, prefix, name, ps, **kw)(*xs))
+        return _jitted(op.value, prefix, name, ps, reduce_op, prescale,
+                       postscale, root)(*xs)
     except jax.errors.JaxRuntimeError as e:
         text = str(e)
         if text.startswith("INVALID_ARGUMENT"):
@@ -285,6 +287,14 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     """Reduces `tensor` over the ranks of the set (Average by default).
     Differentiable; works eagerly and under jax.jit."""
     op = resolve_op(average, op)
+    if isinstance(tensor, jax.Array) and \
+            not isinstance(tensor, jax.core.Tracer) and \
+            tensor.nbytes <= _EAGER_XLA_BYTES:
+        # The path _call takes for a small concrete array, without its
+        # layers: a small allreduce's time is mostly per-call Python.
+        return _eager_xla(_OP.allreduce, [tensor], "allreduce", name,
+                          _collectives.process_set_id(process_set), op,
+                          float(prescale_factor), float(postscale_factor))[0]
     return _grouped_allreduce([tensor], name, op, float(prescale_factor),
                               float(postscale_factor), process_set,
                               "allreduce")[0]

@@ -24,6 +24,7 @@ import re
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import record
+from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
 from tensorflow.python.ops import control_flow_util
 
 from horovod.common import ops as _ops
@@ -281,6 +282,16 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     """Reduces `tensor` over every rank of the process set (Average by
     default). A tf.IndexedSlices is allgathered instead. Differentiable."""
     op = resolve_op(average, op)
+    if (compression is None and type(tensor) is _EagerTensor
+            and tf.executing_eagerly() and tensor.dtype in _SUPPORTED
+            and not record.could_possibly_record()):
+        # Eagerly with nothing to differentiate or compress: straight to the
+        # op. A small allreduce's time is mostly per-call Python.
+        _collectives.basics.engine  # ValueError before hvd.init()
+        return _lib.collective(
+            _lib.allreduce_units(name), [tensor],
+            _collectives.process_set_id(process_set), True, op,
+            prescale_factor, postscale_factor)[0]
     if isinstance(tensor, tf.IndexedSlices):
         return _sparse_allreduce(tensor, name, op, prescale_factor,
                                  postscale_factor, ignore_name_scope,

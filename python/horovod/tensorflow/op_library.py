@@ -87,6 +87,19 @@ def _attributes(units, process_set_id, eager):
     return result
 
 
+_allreduce_units = {}
+
+
+def allreduce_units(name):
+    """The units of hvd.allreduce of one tensor named `name` (None: numbered
+    at call time), made once per name."""
+    units = _allreduce_units.get(name)
+    if units is None:
+        units = _allreduce_units[name] = (Unit(ALLREDUCE, 1, "allreduce",
+                                               name),)
+    return units
+
+
 def _message(error):
     """The engine's message without TensorFlow's decoration (a leading
     `{{function_node ...}} `, a trailing ` [Op:...]`)."""
