@@ -168,8 +168,8 @@ def targets(res, fusion, train, tune):
     for fw, label in (("TensorFlow", "hvd-tf"),
                       ("TensorFlow in tf.function", "hvd-tf-jit"),
                       ("JAX", "hvd-jax"), ("JAX in jit", "hvd-jax-jit"),
-                      ("JAX in jit, glibc keeping freed memory",
-                       "hvd-jax-jit+tun")):
+                      ("JAX in jit, HOROVOD_KEEP_FREED_MEMORY=0",
+                       "hvd-jax-jit-nokeep")):
         for torch_label, form in (("hvd-py", "in place"),
                                   ("hvd-py-oop", "out of place")):
             a, b = get(label, 2, 4, "med"), get(torch_label, 2, 4, "med")

@@ -99,9 +99,9 @@ frameworks() {
     run hvd-tf-jit-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework tensorflow --jit $S
     run hvd-jax-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework jax $S
     run hvd-jax-jit-np$np horovodrun -np $np python benchmarks/framework_allreduce.py --framework jax --jit $S
-    # XLA allocates each result afresh; glibc keeping freed memory shows what
-    # this VM's page faulting (about 0.4 GB/s) costs of that.
-    run hvd-jax-jit-tun-np$np horovodrun -np $np env GLIBC_TUNABLES=$TUN python benchmarks/framework_allreduce.py --framework jax --jit -l hvd-jax-jit+tun $S
+    # XLA allocates each result afresh: without the engine's keeping freed
+    # memory, each call faults in new pages (about 0.4 GB/s on this VM).
+    run hvd-jax-jit-nokeep-np$np horovodrun -np $np env HOROVOD_KEEP_FREED_MEMORY=0 python benchmarks/framework_allreduce.py --framework jax --jit -l hvd-jax-jit-nokeep $S
   done
   local K=benchmarks/keras_synthetic.py
   for np in 1 2; do

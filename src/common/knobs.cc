@@ -73,6 +73,7 @@ Knobs Knobs::FromEnvironment() {
     k.shm_buffer_bytes = i;
   if (EnvDouble("HOROVOD_SPIN_TIME_US", &d)) k.spin_time_us = d;
   if (EnvInt("HOROVOD_CALLER_DRIVES", &i)) k.caller_drives = i != 0;
+  if (EnvInt("HOROVOD_KEEP_FREED_MEMORY", &i)) k.keep_freed_memory = i != 0;
   EnvString("HOROVOD_TIMELINE", &k.timeline);
   if (EnvInt("HOROVOD_TIMELINE_MARK_CYCLES", &i))
     k.timeline_mark_cycles = i != 0;

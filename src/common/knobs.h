@@ -52,6 +52,10 @@ struct Knobs {
   // the engine's loop itself while the loop thread stands aside; 0 leaves
   // all work to the loop thread.
   bool caller_drives = true;
+  // HOROVOD_KEEP_FREED_MEMORY: 1 (default) makes glibc keep freed memory
+  // for reuse, so results frameworks allocate afresh each step do not fault
+  // in new pages each time (runtime/process_memory.h); 0 leaves malloc be.
+  bool keep_freed_memory = true;
   // HOROVOD_TIMELINE: Chrome-trace file rank 0 records into from the start;
   // "DYNAMIC": none until hvd.start_timeline(). Empty: off.
   std::string timeline;

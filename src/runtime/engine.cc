@@ -34,6 +34,7 @@
 #include "rendezvous/rendezvous.h"
 #include "runtime/executor.h"
 #include "runtime/peer_liveness.h"
+#include "runtime/process_memory.h"
 #include "runtime/process_set_table.h"
 #include "runtime/tensor_queue.h"
 #include "timeline/timeline.h"
@@ -962,7 +963,12 @@ Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() { impl_->Shutdown(); }
 
 Status Engine::Start(const JobInfo& job, std::unique_ptr<Engine>* out) {
-  auto impl = std::make_unique<EngineImpl>(job, Knobs::FromEnvironment());
+  Knobs knobs = Knobs::FromEnvironment();
+  if (knobs.keep_freed_memory && !KeepFreedMemory())
+    HVD_LOG(kDebug,
+            "HOROVOD_KEEP_FREED_MEMORY: the C library does not "
+            "support it (not glibc)");
+  auto impl = std::make_unique<EngineImpl>(job, knobs);
   HVD_RETURN_IF_ERROR(impl->Start());
   out->reset(new Engine(std::move(impl)));
   return Status::OK();

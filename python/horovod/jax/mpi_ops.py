@@ -1,7 +1,7 @@
 """Collective operations on JAX arrays.
 
 Concrete arrays cross into the engine through DLPack/NumPy without framework
-code, except small allreduces and broadcasts (see _EAGER_XLA_BYTES). Inside
+code, except allreduces and broadcasts of JAX arrays (see _eager_xla). Inside
 jax.jit, allreduce and broadcast are XLA custom calls (Horovod's XLA FFI
 handler in horovod._core, registered on first use) that work on XLA's own
 buffers: no host callback and no copy. Their primitive is never dead-code
@@ -118,8 +118,7 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
     giving its output ShapeDtypeStructs."""
     xla = op in (_OP.allreduce, _OP.broadcast)
     if not _traced(xs):
-        if xla and all(isinstance(x, jax.Array) for x in xs) and \
-                sum(x.nbytes for x in xs) <= _EAGER_XLA_BYTES:
+        if xla and all(isinstance(x, jax.Array) for x in xs):
             return _eager_xla(op, xs, prefix, name,
                               _collectives.process_set_id(process_set), **kw)
         return _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
@@ -234,14 +233,6 @@ def _xla_params(op, prefix, name, ps, reduce_op=Sum, prescale=1.0,
                 process_set=np.int64(ps))
 
 
-# Eagerly, small allreduces and broadcasts run as a jitted call of the XLA
-# handler, which JAX dispatches in microseconds where the NumPy route pays
-# conversions both ways; large ones take the NumPy route, whose result JAX
-# adopts where XLA would fault in a fresh result buffer on each call. The
-# choice depends on shapes only, which every rank shares.
-_EAGER_XLA_BYTES = 64 << 10
-
-
 @functools.lru_cache(maxsize=256)
 def _jitted(op, prefix, name, ps, reduce_op=Sum, prescale=1.0, postscale=1.0,
             root=0):
@@ -252,6 +243,12 @@ def _jitted(op, prefix, name, ps, reduce_op=Sum, prescale=1.0, postscale=1.0,
 
 def _eager_xla(op, xs, prefix, name, ps, reduce_op=Sum, prescale=1.0,
                postscale=1.0, root=0):
+    """Eagerly, allreduce and broadcast of JAX arrays run as a jitted call
+    of the XLA handler (compiled once per name, shapes and attributes): JAX
+    dispatches it in microseconds, and the handler reads XLA's buffers and
+    writes the result into XLA's, where the NumPy route pays conversions
+    and a copy. XLA allocates each result afresh, which the engine's
+    HOROVOD_KEEP_FREED_MEMORY keeps from faulting in new pages each call."""
     _check_xla_dtypes(xs)
     _collectives.basics.engine  # ValueError before hvd.init()
     try:
@@ -288,10 +285,9 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     Differentiable; works eagerly and under jax.jit."""
     op = resolve_op(average, op)
     if isinstance(tensor, jax.Array) and \
-            not isinstance(tensor, jax.core.Tracer) and \
-            tensor.nbytes <= _EAGER_XLA_BYTES:
-        # The path _call takes for a small concrete array, without its
-        # layers: a small allreduce's time is mostly per-call Python.
+            not isinstance(tensor, jax.core.Tracer):
+        # The path _call takes for a concrete array, without its layers: a
+        # small allreduce's time is mostly per-call Python.
         return _eager_xla(_OP.allreduce, [tensor], "allreduce", name,
                           _collectives.process_set_id(process_set), op,
                           float(prescale_factor), float(postscale_factor))[0]

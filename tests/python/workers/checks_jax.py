@@ -72,19 +72,21 @@ def check_allgather_eager_uneven_and_jit_even():
                                         else k) for k in ranks]))
 
 
-def check_small_and_large_eager_arrays_and_unnamed_numbering():
-    # Small arrays go through the XLA handler eagerly, large ones through
-    # NumPy: both reduce correctly, bfloat16 included, and unnamed
-    # operations of both kinds, interleaved, keep the ranks in step.
+def check_jax_and_numpy_arrays_eagerly_and_unnamed_numbering():
+    # JAX arrays go through the XLA handler eagerly, NumPy arrays through
+    # NumPy: both reduce correctly at every size, bfloat16 included, leave
+    # their input alone, and unnamed operations of both kinds, interleaved,
+    # keep the ranks in step.
     for count in (3, 4096, 100000):
         for dtype in (jnp.float32, jnp.bfloat16):
-            x = jnp.full((count,), r + 1, dtype)
-            same(hvd.allreduce(x, op=hvd.Sum), [sum(ranks) + n] * count)
-            same(hvd.broadcast(x, n - 1), [n] * count)
-            same(x, [r + 1] * count)
+            for make in (jnp.full, np.full):
+                x = make((count,), r + 1, dtype)
+                same(hvd.allreduce(x, op=hvd.Sum), [sum(ranks) + n] * count)
+                same(hvd.broadcast(x, n - 1), [n] * count)
+                same(x, [r + 1] * count)
     for k in range(3):
         same(hvd.allreduce(jnp.full(2, k + r), op=hvd.Max), [k + n - 1] * 2)
-        same(hvd.allreduce(jnp.full(100000, k), op=hvd.Sum)[:2], [k * n] * 2)
+        same(hvd.allreduce(np.full(100000, k), op=hvd.Sum)[:2], [k * n] * 2)
 
 
 def check_broadcast_every_root_and_pytrees():
