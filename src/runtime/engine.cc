@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "autotune/autotuner.h"
+#include "collectives/adasum.h"
 #include "common/knobs.h"
 #include "common/logging.h"
 #include "coordination/coordinator.h"
@@ -304,11 +305,22 @@ class EngineImpl {
           OpTypeName(op) + where());
     const bool reduces =
         op == OpType::kAllreduce || op == OpType::kReducescatter;
-    if (reduces && args.op == ReduceOp::kAdasum)
-      return Status::InvalidArgument(
-          "op=Adasum is not supported by this engine yet; use Average or "
-          "Sum" +
-          where());
+    if (reduces && args.op == ReduceOp::kAdasum) {
+      if (op != OpType::kAllreduce)
+        return Status::InvalidArgument(
+            "op=Adasum supports allreduce only, not reducescatter" + where());
+      if (!AdasumSupports(t.dtype))
+        return Status::InvalidArgument(
+            std::string("op=Adasum needs float16, bfloat16, float32 or "
+                        "float64 tensors, not ") +
+            DataTypeName(t.dtype) + where());
+      const size_t n = members.size();
+      if ((n & (n - 1)) != 0)
+        return Status::InvalidArgument(
+            "op=Adasum needs a power-of-two number of ranks; the process set "
+            "has " +
+            std::to_string(n) + where());
+    }
     if (t.dtype == DataType::kBool &&
         (op == OpType::kReducescatter ||
          (op == OpType::kAllreduce && args.op == ReduceOp::kAverage)))

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/adasum.h"
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
 #include "collectives/shm_collectives.h"
@@ -237,8 +238,9 @@ Status Executor::Allreduce(const Response& r, Plan& plan) {
   double post = r.postscale;
   if (r.reduce_op == ReduceOp::kAverage) post /= plan.all->size();
   // Shared memory reads and writes the tensors where they lie; the other
-  // algorithms want one contiguous buffer.
+  // algorithms (Adasum among them) want one contiguous buffer.
   Status st = plan.all->shm() != nullptr && plan.local == nullptr &&
+                      r.reduce_op != ReduceOp::kAdasum &&
                       !AnyOverlap(entries_, present_, &ranges_)
                   ? AllreduceInPlace(r, *plan.all, op, post)
                   : AllreduceBuffered(r, plan, op, post);
@@ -314,7 +316,14 @@ Status Executor::AllreduceBuffered(const Response& r, Plan& plan, ReduceOp op,
     }
   }
   ScaleBuffer(buf, total, r.dtype, r.prescale);
-  if (plan.local != nullptr) {
+  if (r.reduce_op == ReduceOp::kAdasum) {
+    // Over every member through the transport, even on one host: its
+    // combination needs each tensor's whole vectors, not shared pieces.
+    Mark(r, plan.all->size() == 1 ? "LOCAL_ADASUM" : "TCP_ADASUM");
+    counts_.clear();
+    for (size_t i = 0; i < n; ++i) counts_.push_back(Product(r.shapes[i]));
+    HVD_RETURN_IF_ERROR(AdasumAllreduce(*plan.all, buf, counts_, r.dtype));
+  } else if (plan.local != nullptr) {
     // Timeline activities such as SHM_HOST_ALLREDUCE, TCP_CROSS_ALLREDUCE.
     PhaseFn phase = [&](const char* name, const Communicator& c) {
       Mark(r, (TransportPrefix(c) + name).c_str());

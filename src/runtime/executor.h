@@ -115,6 +115,7 @@ class Executor {
   std::vector<TensorEntry> entries_;
   std::vector<bool> present_;
   std::vector<Piece> pieces_;
+  std::vector<int64_t> counts_;  // elements per tensor, for Adasum
   std::vector<std::pair<const char*, const char*>> ranges_;  // AnyOverlap
 };
 

@@ -564,6 +564,64 @@ TEST(Engine, ProcessSetsWithinAHostShareMemory) {
   std::remove(timeline.c_str());
 }
 
+// op=Adasum: refused over three ranks, for integers and for reducescatter,
+// on every rank that asks, naming the rank; combined over a process set of
+// two (orthogonal vectors add, equal ones average, each tensor of a group
+// with its own coefficients), in place and out of place.
+TEST(Engine, AdasumAllreduceAndWhatItRefuses) {
+  const int n = 3;
+  ExpectEveryRankOk(RunRanks(n, [&](Engine* e, int r, std::string* fail) {
+    auto refused = [&](Status st, const char* what) {
+      if (st.ok() || st.message().find(what) == std::string::npos ||
+          st.message().find("rank " + std::to_string(r)) == std::string::npos)
+        *fail +=
+            std::string("not refused: ") + what + " (" + st.message() + ");";
+    };
+    CollectiveArgs args;
+    args.op = ReduceOp::kAdasum;
+    Handle h;
+    std::vector<float> f(2, 1.0f);
+    std::vector<int32_t> i(2, 1);
+    args.name = "adasum.three";
+    refused(e->Allreduce({f.data(), DataType::kFloat32, {2}}, args, &h),
+            "power-of-two number of ranks; the process set has 3");
+    int pair = -1;
+    if (!e->AddProcessSet({0, 1}, &pair).ok()) *fail += "add;";
+    args.process_set = pair;
+    if (r <= 1) {
+      args.name = "adasum.int";
+      refused(e->Allreduce({i.data(), DataType::kInt32, {2}}, args, &h),
+              "not int32");
+      args.name = "adasum.rs";
+      refused(e->Reducescatter({f.data(), DataType::kFloat32, {2}}, args, &h),
+              "allreduce only");
+      std::vector<float> ortho = {r == 0 ? 3.0f : 0.0f, r == 0 ? 0.0f : 4.0f};
+      std::vector<double> same = {2.0, -6.0};
+      std::vector<float> in = {1.0f + r, 1.0f + r}, out(2, 0.0f);
+      TensorView oop{out.data(), DataType::kFloat32, {2}};
+      oop.input = in.data();
+      args.name = "adasum.group";
+      std::vector<Handle> hs;
+      if (!e->GroupedAllreduce({{ortho.data(), DataType::kFloat32, {2}},
+                                {same.data(), DataType::kFloat64, {2}}},
+                               args, &hs)
+               .ok())
+        *fail += "group enqueue;";
+      for (Handle& g : hs)
+        if (!g.Wait(30).ok()) *fail += "group wait;";
+      if (ortho != std::vector<float>{3.0f, 4.0f}) *fail += "orthogonal;";
+      if (same != std::vector<double>{2.0, -6.0}) *fail += "equal;";
+      args.name = "adasum.oop";
+      if (!e->Allreduce(oop, args, &h).ok() || !h.Wait(30).ok())
+        *fail += "oop;";
+      // (1,1) and (2,2): coefficients 1 - 4/4 = 0 and 1 - 4/16 = 0.75.
+      if (out != std::vector<float>{1.5f, 1.5f} || in[0] != 1.0f + r)
+        *fail += "out of place;";
+    }
+    if (!e->Barrier().ok()) *fail += "barrier;";
+  }));
+}
+
 // One grouped allreduce given the same tensor twice, large enough to take
 // several shared-memory rounds: each element is reduced once, not reduced
 // again as the second tensor's input.

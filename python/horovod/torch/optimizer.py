@@ -1,7 +1,9 @@
 """DistributedOptimizer: wraps a torch optimizer so that each gradient is
 averaged across ranks. Each parameter's allreduce starts from a
 post-accumulate-grad hook as soon as its gradient is ready, overlapping
-communication with the rest of backward; step() waits for the remainder."""
+communication with the rest of backward; step() waits for the remainder.
+With op=Adasum the ranks combine weight changes instead (see
+_DistributedAdasumOptimizer)."""
 
 import warnings
 from contextlib import contextmanager
@@ -15,6 +17,35 @@ from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_,
                                    sparse_allreduce_async, synchronize)
 
 
+def _checked_names(param_groups, named_parameters):
+    """(name, parameter) pairs for every parameter of `param_groups`, with
+    upstream's names for parameters given without names and its checks."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [
+            ("allreduce.noname.%d.%d" % (i, j), v)
+            for i, group in enumerate(param_groups)
+            for j, v in enumerate(group["params"])]
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError("named_parameters should be a sequence of tuples "
+                         "(name, parameter), usually produced by "
+                         "model.named_parameters().")
+    names = [k for k, _ in named_parameters]
+    dups = {k for k in names if names.count(k) > 1}
+    if dups:
+        raise ValueError("Parameter names in named_parameters must be "
+                         "unique. Found duplicates: %s" % ", ".join(sorted(dups)))
+    known = {id(v) for _, v in named_parameters}
+    unnamed = [p for g in param_groups for p in g["params"]
+               if id(p) not in known]
+    if unnamed:
+        raise ValueError("named_parameters was specified, but one or more "
+                         "model parameters were not named. Python object "
+                         "ids: %s" % ", ".join(str(id(p)) for p in unnamed))
+    return named_parameters
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1, op=Average,
@@ -23,30 +54,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         self._compression = compression
         self._process_set = process_set
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            # Upstream's names for parameters given without names.
-            named_parameters = [
-                ("allreduce.noname.%d.%d" % (i, j), v)
-                for i, group in enumerate(self.param_groups)
-                for j, v in enumerate(group["params"])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples "
-                             "(name, parameter), usually produced by "
-                             "model.named_parameters().")
-        names = [k for k, _ in named_parameters]
-        dups = {k for k in names if names.count(k) > 1}
-        if dups:
-            raise ValueError("Parameter names in named_parameters must be "
-                             "unique. Found duplicates: %s" % ", ".join(sorted(dups)))
+        named_parameters = _checked_names(self.param_groups, named_parameters)
         all_params = [p for g in self.param_groups for p in g["params"]]
-        known = {id(v) for _, v in named_parameters}
-        unnamed = [p for p in all_params if id(p) not in known]
-        if unnamed:
-            raise ValueError("named_parameters was specified, but one or more "
-                             "model parameters were not named. Python object "
-                             "ids: %s" % ", ".join(str(id(p)) for p in unnamed))
         self._parameter_names = {v: k for k, v in named_parameters}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: backward_passes_per_step
@@ -220,6 +229,72 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
+class _DistributedAdasumOptimizer(torch.optim.Optimizer):
+    """Adasum's delta rule (upstream's semantics for op=Adasum): every rank
+    takes the wrapped optimizer's step on its own gradients, the change
+    each parameter went through is combined across the ranks with
+    op=Adasum, and every rank applies the combined change to the weights
+    it started the step from. Adasum sees the whole update, which is what
+    its scaling rule is made for, rather than the raw gradients.
+
+    The step, the exchange and the update all happen in step(); gradients
+    accumulate over backward passes as torch accumulates them."""
+
+    def __init__(self, params, named_parameters, compression,
+                 backward_passes_per_step=1, process_set=global_process_set):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self._process_set = process_set
+        names = dict((v, k) for k, v in
+                     _checked_names(self.param_groups, named_parameters))
+        self._params = [p for g in self.param_groups for p in g["params"]
+                        if p.requires_grad]
+        self._names = [names[p] for p in self._params]
+        self.backward_passes_per_step = backward_passes_per_step
+        self._starts = None  # the weights a step starts from, kept
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+
+    def synchronize(self):
+        """Nothing to wait for: Adasum exchanges weight changes in step()."""
+
+    def skip_synchronize(self):
+        raise AssertionError("Skipping synchronization is not supported when "
+                             "using Adasum optimizer.")
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if not self._process_set.included():
+            super(self.__class__, self).step()  # outside the set: local
+            return loss
+        if self._starts is None or any(s.shape != p.shape for s, p in
+                                       zip(self._starts, self._params)):
+            self._starts = [torch.empty_like(p) for p in self._params]
+        with torch.no_grad():
+            for start, p in zip(self._starts, self._params):
+                start.copy_(p)
+            super(self.__class__, self).step()
+            pending = []
+            for start, p, name in zip(self._starts, self._params,
+                                      self._names):
+                delta = p.sub_(start)  # p holds its change until the end
+                compressed, ctx = self._compression.compress(delta)
+                pending.append((allreduce_async_(
+                    compressed, name=name, op=Adasum,
+                    process_set=self._process_set), compressed, ctx))
+            for (handle, compressed, ctx), start, p in zip(
+                    pending, self._starts, self._params):
+                synchronize(handle)
+                if compressed is not p:
+                    p.copy_(self._compression.decompress(compressed, ctx))
+                p.add_(start)
+        return loss
+
+
 def DistributedOptimizer(optimizer, named_parameters=None,
                          compression=Compression.none,
                          backward_passes_per_step=1, op=Average,
@@ -230,9 +305,6 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     (op) across the ranks of `process_set`."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if op == Adasum:
-        raise ValueError("op=Adasum is not supported by this engine yet; "
-                         "use hvd.Average or hvd.Sum")
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` "
                       "and will be removed in v0.23.0.", DeprecationWarning)
@@ -241,6 +313,11 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     if groups is not None and not (isinstance(groups, int) or isinstance(groups, list)):
         raise ValueError("groups should be an int or a list of lists of "
                          "torch.nn.Parameter")
+    if op == Adasum and (size() > 1 or process_set is not global_process_set):
+        cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+                   dict(_DistributedAdasumOptimizer.__dict__))
+        return cls(optimizer.param_groups, named_parameters, compression,
+                   backward_passes_per_step, process_set)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression,
