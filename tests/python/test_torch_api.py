@@ -31,6 +31,12 @@ def test_optimizer(check, np):
     assert_check_passed("optimizer", check, np)
 
 
+@pytest.mark.parametrize("np", [2, 3, 4])
+@pytest.mark.parametrize("check", check_names("adasum"))
+def test_adasum(check, np):
+    assert_check_passed("adasum", check, np)
+
+
 @pytest.mark.parametrize("np", [2, 3])
 @pytest.mark.parametrize("check", check_names("join_ps"))
 def test_join_and_process_sets(check, np):

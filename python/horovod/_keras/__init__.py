@@ -18,7 +18,7 @@ import keras
 
 from horovod.common.exceptions import HorovodInvalidArgumentError
 from horovod.common.grouping import check_reduction_args, group_plan
-from horovod.common.ops import Average, process_collectives
+from horovod.common.ops import Adasum, Average, process_collectives
 from horovod.common.process_sets import global_process_set
 
 _collectives = process_collectives()
@@ -76,8 +76,9 @@ class _Reducer:
 
     def __init__(self, name, compression, sparse_as_dense, op,
                  gradient_predivide_factor, groups, process_set):
-        check_reduction_args(op, gradient_predivide_factor, groups,
-                             _basics.rank())
+        if op == Adasum:
+            raise ValueError("op == Adasum is not supported yet with Keras")
+        check_reduction_args(op, gradient_predivide_factor, groups)
         self.name = name
         self.compression = compression or Compression.none
         self.sparse_as_dense = sparse_as_dense

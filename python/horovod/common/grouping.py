@@ -3,17 +3,11 @@ DistributedGradientTape and the TensorFlow, Keras and JAX optimizers:
 argument checks and the split of a step's gradients into units reduced
 together."""
 
-from horovod.common.exceptions import HorovodInvalidArgumentError
-from horovod.common.ops import Adasum, Average
+from horovod.common.ops import Average
 
 
-def check_reduction_args(op, gradient_predivide_factor, groups, rank):
-    """Upstream's checks of a distributed optimizer's arguments, and
-    Adasum, which this engine does not implement."""
-    if op == Adasum:
-        raise HorovodInvalidArgumentError(
-            "op=Adasum is not supported by this build (rank %d); use "
-            "Average or Sum" % rank)
+def check_reduction_args(op, gradient_predivide_factor, groups):
+    """Upstream's checks of a distributed optimizer's arguments."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with "
                          "op != Average")

@@ -7,14 +7,14 @@ import jax
 from horovod.common.grouping import check_reduction_args
 from horovod.common.ops import Average
 from horovod.common.process_sets import global_process_set
-from horovod.jax.mpi_ops import grouped_allreduce, rank, size
+from horovod.jax.mpi_ops import grouped_allreduce, size
 
 
 def allreduce_gradients(grads, op=Average, gradient_predivide_factor=1.0,
                         name=None, process_set=global_process_set):
     """The pytree `grads` reduced across the ranks of the set as one unit
     (Average by default; None leaves stay None)."""
-    check_reduction_args(op, gradient_predivide_factor, None, rank())
+    check_reduction_args(op, gradient_predivide_factor, None)
     if not process_set.included() or (process_set is global_process_set and
                                       size() == 1):
         return grads
@@ -40,7 +40,7 @@ def DistributedOptimizer(optimizer, op=Average, gradient_predivide_factor=1.0,
     import optax
     if backward_passes_per_step < 1:
         raise ValueError("backward_passes_per_step must be > 0")
-    check_reduction_args(op, gradient_predivide_factor, None, rank())
+    check_reduction_args(op, gradient_predivide_factor, None)
     k = int(backward_passes_per_step)
     # MultiSteps hands over the mean of the k passes.
     passes_scale = k if k > 1 and not average_aggregated_gradients else 1

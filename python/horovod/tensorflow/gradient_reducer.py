@@ -38,8 +38,7 @@ class GradientReducer:
                  gradient_predivide_factor=1.0, groups=None,
                  process_set=global_process_set):
         from horovod.tensorflow.compression import Compression
-        check_reduction_args(op, gradient_predivide_factor, groups,
-                             _mpi.rank())
+        check_reduction_args(op, gradient_predivide_factor, groups)
         self._name = name
         self._compression = compression or Compression.none
         self._sparse_as_dense = sparse_as_dense

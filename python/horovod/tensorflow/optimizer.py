@@ -8,7 +8,8 @@ and are reduced and applied on every backward_passes_per_step-th call only.
 
 import tensorflow as tf
 
-from horovod.common.ops import Average
+from horovod.common.ops import Adasum, Average
+from horovod.common.topology import rank
 from horovod.common.process_sets import global_process_set
 from horovod.tensorflow.functions import broadcast_global_variables
 from horovod.tensorflow.gradient_reducer import (GradientReducer,
@@ -143,6 +144,11 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
         raise ValueError(
             "DistributedOptimizer wraps a tf.compat.v1.train.Optimizer or a "
             "Keras optimizer, got %s" % type(optimizer).__name__)
+    if op == Adasum:
+        raise ValueError(
+            "op=Adasum with a tf.compat.v1 optimizer is not supported (rank "
+            "%d): reduce gradients with "
+            "hvd.DistributedGradientTape(tape, op=hvd.Adasum)" % rank())
     name = name or "Distributed%s" % type(optimizer).__name__
     reducer = GradientReducer(name, compression, sparse_as_dense, op,
                               gradient_predivide_factor, groups, process_set)

@@ -112,16 +112,6 @@ def check_bad_local_input_raises_value_error_naming_rank():
     works()
 
 
-def check_unsupported_op_refused():
-    expect(ValueError, "Adasum",
-           lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum))
-    expect(ValueError, "Adasum",
-           lambda: hvd.DistributedOptimizer(
-               torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=1),
-               op=hvd.Adasum))
-    works()
-
-
 def check_unknown_handle_synchronizes_to_none():
     assert hvd.synchronize(12345678) is None
     expect(ValueError, "unknown or already synchronized handle",

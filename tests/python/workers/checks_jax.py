@@ -8,6 +8,7 @@ import numpy as np
 import optax
 
 import horovod.jax as hvd
+from adasum_reference import operand, reference
 from expect import raises
 
 hvd.init()
@@ -200,9 +201,6 @@ def check_errors_name_value_and_rank():
         jnp.ones(n)), "even splits", "rank %d" % r)
     raises(ValueError, lambda: hvd.alltoall(jnp.ones(2), [0.5, 1.5]),
            "integers")
-    raises(ValueError, lambda: hvd.DistributedOptimizer(optax.sgd(0.1),
-                                                        op=hvd.Adasum),
-           "Adasum")
     same(hvd.allreduce(jnp.ones(2), op=hvd.Sum), [n] * 2)  # still working
 
 
@@ -218,3 +216,16 @@ def check_shutdown_and_init_again():
     hvd.init()
     same(f(x), [n] * 2)
     same(hvd.allreduce(x, op=hvd.Sum), [n] * 2)
+
+
+def check_adasum_eagerly_in_jit_and_for_gradients():
+    x = jnp.asarray(operand(r, (5,)), jnp.float32)
+    if n & (n - 1):
+        raises(ValueError, lambda: hvd.allreduce(x, op=hvd.Adasum),
+               "power-of-two", "rank %d" % r)
+        return
+    want = reference([operand(k, (5,)) for k in ranks])
+    for wrap in MODES.values():
+        same(wrap(lambda t: hvd.allreduce(t, op=hvd.Adasum))(x), want, 1e-5)
+    grads = hvd.allreduce_gradients({"w": x}, op=hvd.Adasum)
+    same(grads["w"], want, 1e-5)

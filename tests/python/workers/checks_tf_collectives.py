@@ -6,6 +6,8 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from adasum_reference import operand, reference
+from expect import raises
 
 hvd.init()
 r, n = hvd.rank(), hvd.size()
@@ -240,3 +242,23 @@ def check_objects():
     fn = hvd.broadcast_object_fn(root_rank=0)
     assert fn(("x", r)) == ("x", 0)
     assert hvd.allgather_object({"r": r}) == [{"r": k} for k in ranks]
+
+
+def check_adasum_eagerly_in_a_function_and_through_the_tape():
+    x = tf.constant(operand(r, (5,)), tf.float32)
+    fn = tf.function(lambda t: hvd.allreduce(t, op=hvd.Adasum,
+                                             name="adasum.fn"))
+    if n & (n - 1):
+        raises(ValueError, lambda: hvd.allreduce(x, op=hvd.Adasum),
+               "power-of-two", "rank %d" % r)
+        raises(tf.errors.InvalidArgumentError, lambda: fn(x), "power-of-two")
+        return
+    want = reference([operand(k, (5,)) for k in ranks])
+    same(hvd.allreduce(x, op=hvd.Adasum), want, 1e-5)
+    same(fn(x), want, 1e-5)
+    # d/dw sum(w * x_r) = x_r: the tape's gradient is their Adasum.
+    w = tf.Variable(tf.zeros(5))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(w * x)
+    tape = hvd.DistributedGradientTape(tape, op=hvd.Adasum)
+    same(tape.gradient(loss, [w])[0], want, 1e-5)
