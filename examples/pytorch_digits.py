@@ -6,6 +6,11 @@ inside the package, no download) with Horovod.
 Each rank takes its slice of every global batch, so N ranks with batch B
 see exactly the batches one process with batch N*B sees: the final accuracy
 matches single-process training with the same global batch.
+
+    horovodrun -np 4 python examples/pytorch_digits.py --op adasum
+
+combines the ranks' weight changes with Adasum instead of averaging their
+gradients (a power-of-two number of ranks).
 """
 
 import argparse
@@ -24,6 +29,7 @@ def main():
     p.add_argument("--global-batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--op", choices=["average", "adasum"], default="average")
     args = p.parse_args()
 
     hvd.init()
@@ -45,7 +51,9 @@ def main():
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
                                 torch.nn.Linear(128, 10))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    opt = hvd.DistributedOptimizer(
+        opt, named_parameters=model.named_parameters(),
+        op=hvd.Adasum if args.op == "adasum" else hvd.Average)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(opt, root_rank=0)
 

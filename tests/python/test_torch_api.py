@@ -5,7 +5,7 @@ check's result from it."""
 
 import pytest
 
-from conftest import assert_check_passed, check_names
+from conftest import assert_check_passed, check_names, example_accuracy
 
 
 @pytest.mark.parametrize("np", [2, 3])
@@ -51,3 +51,14 @@ def test_errors(check):
 @pytest.mark.parametrize("check", check_names("mismatch"))
 def test_disagreeing_ranks_fail_fast(check):
     assert_check_passed("mismatch", check, 2)
+
+
+def test_digits_example_matches_one_process():
+    acc2 = example_accuracy(2, "pytorch_digits.py", "--epochs", "3")
+    assert acc2 == example_accuracy(1, "pytorch_digits.py", "--epochs", "3")
+
+
+def test_digits_example_trains_with_adasum():
+    acc = example_accuracy(2, "pytorch_digits.py", "--epochs", "3", "--op",
+                           "adasum")
+    assert float(acc) >= 0.85, acc
