@@ -4,12 +4,14 @@ horovod.tensorflow.keras instead.
 
 With backward_passes_per_step > 1, gradients accumulate in local variables
 and are reduced and applied on every backward_passes_per_step-th call only.
+With op=Adasum the ranks combine the changes their steps make to the
+variables instead (_DistributedAdasumOptimizer).
 """
 
 import tensorflow as tf
 
 from horovod.common.ops import Adasum, Average
-from horovod.common.topology import rank
+from horovod.common.topology import rank, size
 from horovod.common.process_sets import global_process_set
 from horovod.tensorflow.functions import broadcast_global_variables
 from horovod.tensorflow.gradient_reducer import (GradientReducer,
@@ -90,16 +92,19 @@ class _DistributedOptimizer(_LegacyOptimizer):
         backward_passes_per_step is above 1, then clears the
         accumulators)."""
         if self._passes == 1 or self._accumulators is None:
-            return self._optimizer.apply_gradients(grads_and_vars,
-                                                   global_step, name)
+            return self._apply(grads_and_vars, global_step, name)
 
         def apply():
-            with tf.control_dependencies([self._optimizer.apply_gradients(
+            with tf.control_dependencies([self._apply(
                     grads_and_vars, global_step, name)]):
                 return tf.group(*[a.assign(tf.zeros_like(a))
                                   for a in self._accumulators
                                   if a is not None])
         return tf.cond(self._apply_now, apply, tf.no_op)
+
+    def _apply(self, grads_and_vars, global_step, name):
+        return self._optimizer.apply_gradients(grads_and_vars, global_step,
+                                               name)
 
     def get_slot(self, *args, **kwargs):
         return self._optimizer.get_slot(*args, **kwargs)
@@ -109,6 +114,31 @@ class _DistributedOptimizer(_LegacyOptimizer):
 
     def variables(self, *args, **kwargs):
         return self._optimizer.variables(*args, **kwargs)
+
+
+class _DistributedAdasumOptimizer(_DistributedOptimizer):
+    """op=Adasum, upstream's delta rule: the gradients stay local, every rank
+    applies them with the wrapped optimizer, and the change each variable
+    went through is combined across the ranks with Adasum and applied to the
+    value the step started from (register_local_var's variables keep their
+    own change)."""
+
+    def _reduce(self, grads, variables):
+        return grads
+
+    def _apply(self, grads_and_vars, global_step, name):
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        variables = [v for _, v in pairs]
+        starts = [tf.identity(v) for v in variables]
+        with tf.control_dependencies(starts):
+            applied = self._optimizer.apply_gradients(grads_and_vars,
+                                                      global_step, name)
+        with tf.control_dependencies([applied]):
+            deltas = [tf.identity(v) - s for v, s in zip(variables, starts)]
+        combined = reduce_except_local(self._reducer, deltas, variables,
+                                       self._local_vars, False)
+        return tf.group(*[v.assign(s + d) for v, s, d in
+                          zip(variables, starts, combined)])
 
 
 def DistributedOptimizer(optimizer, name=None, use_locking=False,
@@ -144,15 +174,19 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
         raise ValueError(
             "DistributedOptimizer wraps a tf.compat.v1.train.Optimizer or a "
             "Keras optimizer, got %s" % type(optimizer).__name__)
+    cls = _DistributedOptimizer
     if op == Adasum:
-        raise ValueError(
-            "op=Adasum with a tf.compat.v1 optimizer is not supported (rank "
-            "%d): reduce gradients with "
-            "hvd.DistributedGradientTape(tape, op=hvd.Adasum)" % rank())
+        members = (len(process_set.ranks) if process_set.ranks
+                   else size())
+        if members & (members - 1):
+            raise ValueError(
+                "op=Adasum needs a power-of-two number of ranks; the process "
+                "set has %d (rank %d)" % (members, rank()))
+        cls = _DistributedAdasumOptimizer
     name = name or "Distributed%s" % type(optimizer).__name__
     reducer = GradientReducer(name, compression, sparse_as_dense, op,
                               gradient_predivide_factor, groups, process_set)
-    return _DistributedOptimizer(optimizer, name, use_locking, reducer,
+    return cls(optimizer, name, use_locking, reducer,
                                  backward_passes_per_step,
                                  average_aggregated_gradients,
                                  scale_local_gradients)

@@ -76,9 +76,6 @@ def check_distributed_optimizer_refuses_what_it_cannot_do():
         gradient_predivide_factor=2.0), "gradient_predivide_factor")
     raises(ValueError, lambda: hvd.DistributedOptimizer(object()),
            "object")
-    raises(ValueError, lambda: hvd.DistributedOptimizer(
-        tf.compat.v1.train.GradientDescentOptimizer(0.1), op=hvd.Adasum),
-        "Adasum", "DistributedGradientTape")
     still_working()
 
 

@@ -6,6 +6,8 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from adasum_reference import operand, reference
+from expect import raises
 
 hvd.init()
 r, n = hvd.rank(), hvd.size()
@@ -216,6 +218,29 @@ def check_v1_optimizer_with_hook_and_aggregation():
             sess.run(train, {x: [3.0 * (r + 1)] * 3})
             # mean over 2 passes and over ranks of (r+1)*[1,3] -> 2*mean(r+1)
             same(sess.run(w), [-2.0 * np.mean([k + 1 for k in ranks])] * 3)
+
+
+def check_v1_optimizer_with_adasum_combines_weight_changes():
+    make = lambda: hvd.DistributedOptimizer(  # noqa: E731
+        tf.compat.v1.train.MomentumOptimizer(0.5, 0.9), op=hvd.Adasum)
+    if n & (n - 1):
+        raises(ValueError, make, "power-of-two", "rank %d" % r)
+        return
+    # d/dw sum(w * x_r) = x_r; a first momentum step changes w by -0.5 x_r.
+    x = operand(r, (4,)).astype(np.float32)
+    want = reference([-0.5 * operand(k, (4,)) for k in ranks])
+    graph = tf.Graph()
+    with graph.as_default():
+        w = tf.compat.v1.get_variable("w", initializer=tf.zeros([4]),
+                                      use_resource=True)
+        train = make().minimize(tf.reduce_sum(w * x))
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(train)
+            same(sess.run(w), want)
+    w = tf.Variable(tf.zeros([4]))
+    make().minimize(lambda: tf.reduce_sum(w * x), var_list=[w])
+    same(w, want)
 
 
 def check_sync_batch_norm_uses_every_rank():
