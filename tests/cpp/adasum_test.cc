@@ -10,10 +10,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <thread>
 
 #include "collectives/reduce.h"
-#include "transport/loopback_transport.h"
+#include "loopback_ranks.h"
 
 namespace horovod {
 namespace {
@@ -87,19 +86,12 @@ double Value(int r, int t, int64_t i) {
 }
 
 void RunRanks(int n, const std::function<void(Communicator&)>& fn) {
-  LoopbackFabric fabric(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      LoopbackTransport t(&fabric, r);
-      Scratch scratch;
-      std::vector<int> members(n);
-      for (int i = 0; i < n; ++i) members[i] = i;
-      Communicator comm(&t, members, &scratch, AlgorithmConfig{});
-      fn(comm);
-    });
-  }
-  for (auto& t : threads) t.join();
+  RunLoopbackRanks(
+      n, [&](LoopbackTransport& t, const std::vector<int>& members) {
+        Scratch scratch;
+        Communicator comm(&t, members, &scratch, AlgorithmConfig{});
+        fn(comm);
+      });
 }
 
 TEST(AdasumAllreduce, IsTheTreeOfCombinationsOnEveryMember) {

@@ -15,6 +15,7 @@
 
 #include "collectives/reduce.h"
 #include "collectives/shm_collectives.h"
+#include "loopback_ranks.h"
 #include "test_data.h"
 #include "transport/loopback_transport.h"
 #include "transport/shm_group.h"
@@ -36,30 +37,23 @@ class Collectives : public ::testing::TestWithParam<Backend> {
 
 // Runs fn(comm) on `n` threads, one per rank.
 void RunRanks(int n, const std::function<void(Communicator&)>& fn) {
-  LoopbackFabric fabric(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      LoopbackTransport t(&fabric, r);
-      Scratch scratch;
-      std::vector<int> members(n);
-      for (int i = 0; i < n; ++i) members[i] = i;
-      AlgorithmConfig cfg;
-      cfg.ring_chunk_bytes = kChunkBytes;
-      cfg.small_allreduce_bytes = 256;
-      std::unique_ptr<ShmGroup> shm;
-      if (g_backend == Backend::kShm && n > 1) {
-        ShmConfig sc;
-        sc.region_bytes = kShmRegionBytes;
-        sc.timeout_s = 60;
-        ASSERT_TRUE(ShmGroup::Create(&t, members, {}, sc, &shm).ok());
-        ASSERT_NE(shm, nullptr);
-      }
-      Communicator comm(&t, members, &scratch, cfg, shm.get());
-      fn(comm);
-    });
-  }
-  for (auto& t : threads) t.join();
+  RunLoopbackRanks(
+      n, [&](LoopbackTransport& t, const std::vector<int>& members) {
+        Scratch scratch;
+        AlgorithmConfig cfg;
+        cfg.ring_chunk_bytes = kChunkBytes;
+        cfg.small_allreduce_bytes = 256;
+        std::unique_ptr<ShmGroup> shm;
+        if (g_backend == Backend::kShm && n > 1) {
+          ShmConfig sc;
+          sc.region_bytes = kShmRegionBytes;
+          sc.timeout_s = 60;
+          ASSERT_TRUE(ShmGroup::Create(&t, members, {}, sc, &shm).ok());
+          ASSERT_NE(shm, nullptr);
+        }
+        Communicator comm(&t, members, &scratch, cfg, shm.get());
+        fn(comm);
+      });
 }
 
 using AllreduceFn = Status (*)(Communicator&, void*, int64_t, DataType,

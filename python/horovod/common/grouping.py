@@ -1,5 +1,5 @@
 """Framework-neutral pieces of gradient reduction shared by the
-DistributedGradientTape and the TensorFlow, Keras and JAX optimizers:
+DistributedGradientTape and the distributed optimizers of every framework:
 argument checks and the split of a step's gradients into units reduced
 together."""
 
@@ -46,3 +46,14 @@ def group_plan(variables, groups, key=id):
             plan.append(members)
     plan.extend([i] for i in range(count) if i not in taken)
     return plan
+
+
+def check_adasum_set(process_set, rank):
+    """op=Adasum combines ranks pairwise, so a distributed optimizer needs a
+    power-of-two number of them: refused when it is made, not at its first
+    step."""
+    members = process_set.size()
+    if members & (members - 1):
+        raise ValueError(
+            "op=Adasum needs a power-of-two number of ranks; the process set "
+            "has %d (rank %d)" % (members, rank))

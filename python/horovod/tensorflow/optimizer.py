@@ -10,8 +10,9 @@ variables instead (_DistributedAdasumOptimizer).
 
 import tensorflow as tf
 
+from horovod.common.grouping import check_adasum_set
 from horovod.common.ops import Adasum, Average
-from horovod.common.topology import rank, size
+from horovod.common.topology import rank
 from horovod.common.process_sets import global_process_set
 from horovod.tensorflow.functions import broadcast_global_variables
 from horovod.tensorflow.gradient_reducer import (GradientReducer,
@@ -176,12 +177,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
             "Keras optimizer, got %s" % type(optimizer).__name__)
     cls = _DistributedOptimizer
     if op == Adasum:
-        members = (len(process_set.ranks) if process_set.ranks
-                   else size())
-        if members & (members - 1):
-            raise ValueError(
-                "op=Adasum needs a power-of-two number of ranks; the process "
-                "set has %d (rank %d)" % (members, rank()))
+        check_adasum_set(process_set, rank())
         cls = _DistributedAdasumOptimizer
     name = name or "Distributed%s" % type(optimizer).__name__
     reducer = GradientReducer(name, compression, sparse_as_dense, op,

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
+from horovod.common.grouping import check_adasum_set
 from horovod.common.process_sets import global_process_set
 from horovod.torch.compression import Compression
 from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_,
@@ -314,12 +315,7 @@ def DistributedOptimizer(optimizer, named_parameters=None,
         raise ValueError("groups should be an int or a list of lists of "
                          "torch.nn.Parameter")
     if op == Adasum and (size() > 1 or process_set is not global_process_set):
-        members = (len(process_set.ranks) if process_set.ranks
-                   else size())
-        if members & (members - 1):
-            raise ValueError(
-                "op=Adasum needs a power-of-two number of ranks; the process "
-                "set has %d (rank %d)" % (members, rank()))
+        check_adasum_set(process_set, rank())
         cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                    dict(_DistributedAdasumOptimizer.__dict__))
         return cls(optimizer.param_groups, named_parameters, compression,
