@@ -2,17 +2,40 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 namespace horovod {
 
-LoopbackFabric::LoopbackFabric(int size) : size_(size) {
+LoopbackFabric::LoopbackFabric(int size, double timeout_s)
+    : size_(size), timeout_s_(timeout_s) {
   for (int i = 0; i < size * size; ++i)
     pipes_.push_back(std::make_unique<Pipe>());
+}
+
+void LoopbackFabric::Abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(reason_mu_);
+    if (aborted_) return;
+    reason_ = reason;
+    aborted_ = true;
+  }
+  // Under each pipe's lock, so no waiter can miss the flag between its
+  // check and its sleep.
+  for (auto& p : pipes_) {
+    std::lock_guard<std::mutex> lock(p->mu);
+    p->cv.notify_all();
+  }
+}
+
+Status LoopbackFabric::AbortedStatus() {
+  std::lock_guard<std::mutex> lock(reason_mu_);
+  return Status::Aborted(reason_);
 }
 
 Status LoopbackTransport::SendRecv(int dst, const void* sbuf, size_t slen,
                                    int src, void* rbuf, size_t rlen,
                                    size_t chunk, const ChunkFn* on_chunk) {
+  if (fabric_->aborted_) return fabric_->AbortedStatus();
   if (dst >= 0 && slen > 0) {
     auto& p = fabric_->pipe(rank_, dst);
     std::lock_guard<std::mutex> lock(p.mu);
@@ -29,9 +52,13 @@ Status LoopbackTransport::SendRecv(int dst, const void* sbuf, size_t slen,
       size_t want = std::min(chunk, rlen - got);
       {
         std::unique_lock<std::mutex> lock(p.mu);
-        if (!p.cv.wait_for(lock, std::chrono::seconds(60),
-                           [&] { return p.bytes.size() >= want; }))
-          return Status::Timeout("loopback receive timed out");
+        const bool ready = p.cv.wait_for(
+            lock, std::chrono::duration<double>(fabric_->timeout_s_),
+            [&] { return p.bytes.size() >= want || fabric_->aborted_; });
+        if (fabric_->aborted_) return fabric_->AbortedStatus();
+        if (!ready)
+          return Status::Timeout("loopback receive from rank " +
+                                 std::to_string(src) + " timed out");
         std::copy(p.bytes.begin(), p.bytes.begin() + want, out + got);
         p.bytes.erase(p.bytes.begin(), p.bytes.begin() + want);
       }

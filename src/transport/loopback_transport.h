@@ -1,14 +1,21 @@
 // LoopbackTransport: a Transport between threads of one process, for unit
 // tests of the collective algorithms at any world size without sockets.
 // A LoopbackFabric owns the byte queues; each rank's thread uses its own
-// LoopbackTransport. Queues are unbounded, so sends never block.
+// LoopbackTransport. Queues are unbounded, so sends never block. A receive
+// waits at most the fabric's timeout, and an Abort on any rank ends every
+// wait on the fabric at once, so a rank that stops early (a failed test
+// assertion) fails its peers quickly instead of leaving them waiting.
+//
+// Thread-safety: one thread per LoopbackTransport; Abort from any thread.
 #ifndef HOROVOD_TRANSPORT_LOOPBACK_TRANSPORT_H_
 #define HOROVOD_TRANSPORT_LOOPBACK_TRANSPORT_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "transport/transport.h"
@@ -17,8 +24,10 @@ namespace horovod {
 
 class LoopbackFabric {
  public:
-  explicit LoopbackFabric(int size);
+  explicit LoopbackFabric(int size, double timeout_s = 60);
   int size() const { return size_; }
+  // Every wait on the fabric, now and later, ends with Aborted(reason).
+  void Abort(const std::string& reason);
 
  private:
   friend class LoopbackTransport;
@@ -28,8 +37,14 @@ class LoopbackFabric {
     std::deque<char> bytes;
   };
   Pipe& pipe(int from, int to) { return *pipes_[from * size_ + to]; }
+  Status AbortedStatus();
+
   int size_;
+  double timeout_s_;
   std::vector<std::unique_ptr<Pipe>> pipes_;
+  std::atomic<bool> aborted_{false};
+  std::mutex reason_mu_;
+  std::string reason_;
 };
 
 class LoopbackTransport : public Transport {
@@ -40,7 +55,7 @@ class LoopbackTransport : public Transport {
   int size() const override { return fabric_->size(); }
   Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
                   size_t rlen, size_t chunk, const ChunkFn* on_chunk) override;
-  void Abort(const std::string&) override {}
+  void Abort(const std::string& reason) override { fabric_->Abort(reason); }
 
  private:
   LoopbackFabric* fabric_;

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "collectives/hierarchical_allreduce.h"
 #include "collectives/reduce.h"
+#include "loopback_ranks.h"
 #include "test_data.h"
 #include "transport/loopback_transport.h"
 #include "transport/shm_group.h"
@@ -55,42 +55,35 @@ void Check(const Case& c, int64_t count, DataType t, ReduceOp op) {
     ReduceInto(want.data(), Fill(t, count, r, true).data(), count, t, op);
   std::vector<std::vector<char>> got(n);
   std::vector<std::vector<std::string>> phases(n);
-  LoopbackFabric fabric(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      LoopbackTransport tr(&fabric, r);
-      std::vector<int> all(n);
-      for (int i = 0; i < n; ++i) all[i] = i;
-      HostSplit split = SplitByHost(all, c.hosts, r);
-      AlgorithmConfig cfg;
-      cfg.ring_chunk_bytes = 4096;
-      cfg.small_allreduce_bytes = 256;
-      std::unique_ptr<ShmGroup> shm;
-      if (c.shm && split.local.size() > 1) {
-        ShmConfig sc;
-        sc.region_bytes = 4096;
-        sc.timeout_s = 60;
-        ASSERT_TRUE(ShmGroup::Create(&tr, split.local, {}, sc, &shm).ok());
-      }
-      Scratch scratch;
-      Communicator local(&tr, split.local, &scratch, cfg, shm.get());
-      std::unique_ptr<Communicator> cross;
-      if (split.leader)
-        cross = std::make_unique<Communicator>(&tr, split.leaders, &scratch,
-                                               cfg, nullptr);
-      got[r] = Fill(t, count, r, true);
-      PhaseFn on_phase = [&](const char* p, const Communicator& comm) {
-        phases[r].push_back(p);
-        // Each phase runs on the communicator it names.
-        EXPECT_EQ(&comm, p[0] == 'C' ? cross.get() : &local);
-      };
-      ASSERT_TRUE(HierarchicalAllreduce(local, cross.get(), got[r].data(),
-                                        count, t, op, &on_phase)
-                      .ok());
-    });
-  }
-  for (auto& th : threads) th.join();
+  RunLoopbackRanks(n, [&](LoopbackTransport& tr, const std::vector<int>& all) {
+    const int r = tr.rank();
+    HostSplit split = SplitByHost(all, c.hosts, r);
+    AlgorithmConfig cfg;
+    cfg.ring_chunk_bytes = 4096;
+    cfg.small_allreduce_bytes = 256;
+    std::unique_ptr<ShmGroup> shm;
+    if (c.shm && split.local.size() > 1) {
+      ShmConfig sc;
+      sc.region_bytes = 4096;
+      sc.timeout_s = 60;
+      ASSERT_TRUE(ShmGroup::Create(&tr, split.local, {}, sc, &shm).ok());
+    }
+    Scratch scratch;
+    Communicator local(&tr, split.local, &scratch, cfg, shm.get());
+    std::unique_ptr<Communicator> cross;
+    if (split.leader)
+      cross = std::make_unique<Communicator>(&tr, split.leaders, &scratch, cfg,
+                                             nullptr);
+    got[r] = Fill(t, count, r, true);
+    PhaseFn on_phase = [&](const char* p, const Communicator& comm) {
+      phases[r].push_back(p);
+      // Each phase runs on the communicator it names.
+      EXPECT_EQ(&comm, p[0] == 'C' ? cross.get() : &local);
+    };
+    ASSERT_TRUE(HierarchicalAllreduce(local, cross.get(), got[r].data(), count,
+                                      t, op, &on_phase)
+                    .ok());
+  });
   for (int r = 0; r < n; ++r) {
     ASSERT_EQ(got[r], want) << "rank " << r << " n=" << n << " count=" << count
                             << " dtype=" << DataTypeName(t)

@@ -1,10 +1,14 @@
 // RunLoopbackRanks: the collective suites' harness, one thread per rank over
 // one in-process LoopbackFabric, each rank handed its transport and the
-// member list 0..n-1.
+// member list 0..n-1. A rank that stops at a failed assertion aborts the
+// fabric, so its peers fail at once instead of waiting out the timeout.
 #ifndef HOROVOD_TESTS_CPP_LOOPBACK_RANKS_H_
 #define HOROVOD_TESTS_CPP_LOOPBACK_RANKS_H_
 
+#include <gtest/gtest.h>
+
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,6 +27,9 @@ inline void RunLoopbackRanks(
     threads.emplace_back([&, r] {
       LoopbackTransport t(&fabric, r);
       fn(t, members);
+      if (::testing::Test::HasFatalFailure())
+        fabric.Abort("rank " + std::to_string(r) +
+                     " stopped at a failed assertion");
     });
   for (auto& t : threads) t.join();
 }
