@@ -9,6 +9,7 @@
 #ifndef HOROVOD_ENGINE_H_
 #define HOROVOD_ENGINE_H_
 
+#include <horovod/job_info.h>
 #include <horovod/status.h>
 #include <horovod/types.h>
 
@@ -17,31 +18,6 @@
 #include <vector>
 
 namespace horovod {
-
-// How a process finds its job. FromEnvironment reads HOROVOD_* (set by
-// horovodrun), then OpenMPI's OMPI_COMM_WORLD_*, then torchrun's
-// RANK/WORLD_SIZE/..., and falls back to a single-process job.
-struct JobInfo {
-  int rank = 0;
-  int size = 1;
-  int local_rank = 0;
-  int local_size = 1;
-  int cross_rank = 0;
-  int cross_size = 1;
-  std::string controller_addr;  // rank 0's host
-  int controller_port = 0;      // 0: discover via a private file (one host)
-  std::string rendezvous_file;  // used when controller_port == 0 and size > 1
-  std::string secret;           // the job's shared key (never logged)
-  std::string bind_addr;        // interface this rank listens on
-  // Identifies this rank's machine: ranks with equal keys share memory.
-  // HOROVOD_HOSTNAME, else the host name plus the kernel's boot id.
-  std::string host_key;
-  double start_timeout_s = 30;
-
-  // `generation` counts this process's earlier inits, so that a re-init after
-  // shutdown never reads a previous rendezvous.
-  static Status FromEnvironment(JobInfo* out, int generation = 0);
-};
 
 // Output of a collective whose result size is known only after negotiation
 // (allgather, alltoall, reducescatter). 64-byte aligned, owned by the Handle

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "rendezvous/socket.h"
+#include "net/socket.h"
 
 namespace horovod {
 

@@ -1,4 +1,5 @@
 // JobInfo::FromEnvironment: recognises the launchers a Horovod user has.
+#include <horovod/job_info.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -6,7 +7,6 @@
 #include <functional>
 
 #include "common/knobs.h"
-#include "horovod/engine.h"
 
 namespace horovod {
 namespace {

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "net/socket.h"
 #include "rendezvous/handshake.h"
-#include "rendezvous/socket.h"
 
 namespace horovod {
 

@@ -7,11 +7,11 @@
 #ifndef HOROVOD_RENDEZVOUS_RENDEZVOUS_H_
 #define HOROVOD_RENDEZVOUS_RENDEZVOUS_H_
 
-#include <horovod/engine.h>
+#include <horovod/job_info.h>
 
 #include <vector>
 
-#include "rendezvous/socket.h"
+#include "net/socket.h"
 
 namespace horovod {
 

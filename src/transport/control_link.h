@@ -17,7 +17,7 @@
 #include <string>
 
 #include "common/deadline.h"
-#include "rendezvous/socket.h"
+#include "net/socket.h"
 #include "transport/shm_group.h"
 
 namespace horovod {

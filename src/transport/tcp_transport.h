@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "rendezvous/socket.h"
+#include "net/socket.h"
 #include "transport/transport.h"
 
 namespace horovod {

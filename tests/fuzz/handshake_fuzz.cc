@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "net/socket.h"
 #include "rendezvous/handshake.h"
-#include "rendezvous/socket.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > 60000) return 0;  // fits a socket buffer

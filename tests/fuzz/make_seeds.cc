@@ -13,8 +13,8 @@
 
 #include "coordination/wire.h"
 #include "fuzz_cache.h"
+#include "net/socket.h"
 #include "rendezvous/handshake.h"
-#include "rendezvous/socket.h"
 
 namespace horovod {
 namespace {

@@ -1,8 +1,8 @@
 // Socket: RAII file descriptor plus the blocking-with-deadline primitives the
 // rendezvous and transports build on. All fds are non-blocking; every read
 // and write waits with poll(2) against a Deadline. Thread-compatible.
-#ifndef HOROVOD_RENDEZVOUS_SOCKET_H_
-#define HOROVOD_RENDEZVOUS_SOCKET_H_
+#ifndef HOROVOD_NET_SOCKET_H_
+#define HOROVOD_NET_SOCKET_H_
 
 #include <horovod/status.h>
 
@@ -68,4 +68,4 @@ constexpr uint32_t kFrameMagic = 0x31445648;  // "HVD1"
 
 }  // namespace horovod
 
-#endif  // HOROVOD_RENDEZVOUS_SOCKET_H_
+#endif  // HOROVOD_NET_SOCKET_H_

@@ -1,4 +1,4 @@
-#include "rendezvous/socket.h"
+#include "net/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
