@@ -14,12 +14,14 @@ cmake -S . -B build/tests -G Ninja -DHOROVOD_BUILD_TESTS=ON -DHOROVOD_WERROR=ON 
 cmake --build build/tests -j2
 (cd build/tests && ctest --output-on-failure --timeout 300)
 
-# The same C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer
-# (CMakePresets.json; `--preset tsan` is the ThreadSanitizer twin, run by
-# hand: docs/fuzzing.md).
+# The same C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer,
+# then under ThreadSanitizer (CMakePresets.json, docs/fuzzing.md).
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j2
 ctest --preset asan
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j2
+ctest --preset tsan
 
 # Every decoder of peer-controlled bytes, fuzzed for 60 s each.
 bash scripts/fuzz.sh 60

@@ -10,6 +10,7 @@
 #define HOROVOD_ENGINE_H_
 
 #include <horovod/job_info.h>
+#include <horovod/knobs.h>
 #include <horovod/status.h>
 #include <horovod/types.h>
 
@@ -81,8 +82,11 @@ class EngineImpl;
 class Engine {
  public:
   // Joins the job described by `job` (rendezvous, authenticated mesh) and
-  // starts the background loop.
+  // starts the background loop, tuned by `knobs` (by default, as the
+  // environment's HOROVOD_* variables say).
   static Status Start(const JobInfo& job, std::unique_ptr<Engine>* out);
+  static Status Start(const JobInfo& job, const Knobs& knobs,
+                      std::unique_ptr<Engine>* out);
   ~Engine();
 
   int rank() const;

@@ -1,87 +1,61 @@
-// Knobs: every HOROVOD_* tuning variable the engine reads, declared once,
-// with its default. docs/knobs.md documents each. Read once at engine start;
-// a plain value afterwards.
+// The knob table: every HOROVOD_* variable the engine, the rendezvous,
+// logging and the launchers use, declared once with its type, range,
+// horovodrun flags and a summary. Knobs::FromEnvironment (the engine's
+// tuning) is driven by it; the rendezvous (job description, start timeout)
+// and logging read theirs directly. tests/python/test_knobs.py holds the
+// table, docs/knobs.md, horovodrun's flags and every HOROVOD_* name in the
+// sources together. Immutable; thread-safe.
 #ifndef HOROVOD_COMMON_KNOBS_H_
 #define HOROVOD_COMMON_KNOBS_H_
 
+#include <horovod/knobs.h>
+
 #include <cstdint>
 #include <string>
+#include <variant>
+#include <vector>
 
 namespace horovod {
 
-struct Knobs {
-  // HOROVOD_FUSION_THRESHOLD: bytes per fused allreduce; 0 disables fusion.
-  int64_t fusion_threshold = 128ll * 1024 * 1024;
-  bool fusion_threshold_set = false;  // given explicitly: autotune keeps it
-  // HOROVOD_CYCLE_TIME (ms): how long the coordinator waits for more tensors
-  // to fuse when others are known to be on their way.
-  double cycle_time_ms = 1.0;
-  bool cycle_time_set = false;
-  // HOROVOD_CACHE_CAPACITY: response cache entries; 0 disables the cache.
-  int cache_capacity = 1024;
-  // HOROVOD_STALL_CHECK_TIME_SECONDS: warn about tensors some ranks lack.
-  double stall_check_s = 60;
-  // HOROVOD_STALL_CHECK_DISABLE: 1 turns the stall warnings off.
-  bool stall_check_disable = false;
-  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS: fail stalled tensors (0 = never).
-  double stall_shutdown_s = 600;
-  // HOROVOD_OPERATION_TIMEOUT_SECONDS: longest a peer may stay silent while
-  // a transfer with it is in progress.
-  double operation_timeout_s = 300;
-  // HOROVOD_SMALL_ALLREDUCE_BYTES: below this, allreduce uses recursive
-  // doubling (latency-optimal); at or above, the pipelined ring.
-  int64_t small_allreduce_bytes = 64 * 1024;
-  bool small_allreduce_bytes_set = false;
-  // HOROVOD_RING_CHUNK_BYTES: pipelining granularity of the ring.
-  int64_t ring_chunk_bytes = 1 << 20;
-  // HOROVOD_SHM_DISABLE: 1 makes ranks on one host talk over TCP instead of
-  // shared memory.
-  bool shm_disable = false;
-  // HOROVOD_HIERARCHICAL_ALLREDUCE: 0 makes allreduce over ranks on several
-  // hosts one flat ring instead of reduce within each host, allreduce
-  // across hosts, broadcast within each host (the default).
-  bool hierarchical_allreduce = true;
-  // HOROVOD_SHM_BUFFER_BYTES: size of each half of a rank's shared-memory
-  // region; larger collectives go through it in rounds.
-  int64_t shm_buffer_bytes = 4 << 20;
-  // HOROVOD_SPIN_TIME_US: the longest a waiting rank busy-polls before it
-  // sleeps, and only while recent waits were that short (AdaptiveSpin).
-  // Negative: automatic (50 µs).
-  double spin_time_us = -1;
-  // HOROVOD_CALLER_DRIVES: 1 (default) lets a thread waiting on a handle run
-  // the engine's loop itself while the loop thread stands aside; 0 leaves
-  // all work to the loop thread.
-  bool caller_drives = true;
-  // HOROVOD_KEEP_FREED_MEMORY: 1 (default) makes glibc keep freed memory
-  // for reuse, so results frameworks allocate afresh each step do not fault
-  // in new pages each time (runtime/process_memory.h); 0 leaves malloc be.
-  bool keep_freed_memory = true;
-  // HOROVOD_TIMELINE: Chrome-trace file rank 0 records into from the start;
-  // "DYNAMIC": none until hvd.start_timeline(). Empty: off.
-  std::string timeline;
-  // HOROVOD_TIMELINE_MARK_CYCLES: 1 adds a CYCLE_START mark per loop cycle.
-  bool timeline_mark_cycles = false;
-  // HOROVOD_AUTOTUNE: 1 lets rank 0 search fusion threshold, cycle time and
-  // the small-allreduce crossover (those not set explicitly) for the highest
-  // throughput. Details: docs/autotune.md.
-  bool autotune = false;
-  // HOROVOD_AUTOTUNE_LOG: CSV file of every autotune sample.
-  std::string autotune_log;
-  // HOROVOD_AUTOTUNE_WARMUP_SAMPLES: samples discarded at the start.
-  int autotune_warmup_samples = 3;
-  // HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE: steps (response lists that moved
-  // data) measured per sample.
-  int autotune_steps_per_sample = 10;
-  // HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES: samples before settling.
-  int autotune_max_samples = 20;
-  // HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE: measurement noise variance,
-  // relative to the variance of the scores.
-  double autotune_noise = 0.8;
+enum class KnobType { kInt, kDouble, kBool, kString };
 
-  static Knobs FromEnvironment();
+// Where a variable's value lands: a Knobs field, or nowhere in Knobs (read
+// by the rendezvous or logging, or set by the launchers for the job).
+using KnobField =
+    std::variant<std::monostate, int64_t Knobs::*, int Knobs::*,
+                 double Knobs::*, bool Knobs::*, std::string Knobs::*>;
+
+struct KnobSpec {
+  const char* name;
+  KnobType type;
+  KnobField field;
+  // Numbers outside [min, max] (min itself excluded when min_open) are
+  // ignored with a warning.
+  double min = 0;
+  double max = 0;
+  bool min_open = false;
+  // Set when the variable is given, so autotune leaves the knob alone.
+  bool Knobs::*given = nullptr;
+  // Default of a variable outside Knobs, as docs/knobs.md shows it.
+  const char* other_default = "";
+  // horovodrun's flags that set it (space-separated), or "".
+  const char* flags = "";
+  const char* summary = "";
+  // Set by the launchers to describe the job, not a tuning knob.
+  bool job = false;
 };
 
-// Helpers shared by JobInfo parsing and Knobs.
+const std::vector<KnobSpec>& KnobTable();
+// The default as docs/knobs.md shows it: the Knobs initializer (numbers
+// as printed by %g, bools as 0/1, an empty string as "none"), or
+// other_default.
+std::string KnobDefault(const KnobSpec& spec);
+// The accepted range as text ("[4096, 4294967296]", "> 0", ""), for
+// warnings and docs.
+std::string KnobRange(const KnobSpec& spec);
+
+// Helpers shared by JobInfo parsing and Knobs: false when unset, or (with
+// a warning) when the text does not parse.
 bool EnvInt(const char* name, int64_t* out);
 bool EnvDouble(const char* name, double* out);
 bool EnvString(const char* name, std::string* out);

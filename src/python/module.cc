@@ -12,6 +12,7 @@
 
 #include <memory>
 
+#include "common/knobs.h"
 #include "jax/xla_collective.h"
 #include "kernels/engine_binding.h"
 
@@ -350,4 +351,16 @@ NB_MODULE(_core, m) {
   // The XLA FFI handler's address, for jax.ffi.register_ffi_target.
   m.def("xla_collective_handler",
         [] { return reinterpret_cast<uintptr_t>(&HorovodXlaCollective); });
+  // The knob table as (name, type, default, range, flags, summary, job)
+  // tuples, for the checks that hold the docs and horovodrun to it.
+  m.def("knob_table", [] {
+    static const char* kTypes[] = {"int", "double", "bool", "string"};
+    std::vector<std::tuple<std::string, std::string, std::string, std::string,
+                           std::string, std::string, bool>>
+        out;
+    for (const KnobSpec& k : KnobTable())
+      out.emplace_back(k.name, kTypes[static_cast<int>(k.type)], KnobDefault(k),
+                       KnobRange(k), k.flags, k.summary, k.job);
+    return out;
+  });
 }

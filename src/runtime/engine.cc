@@ -69,7 +69,6 @@ thread_local CensusRecord tls_census;
 
 constexpr size_t kMaxControlFrame = 64u << 20;
 constexpr double kShutdownWaitS = 30;
-constexpr double kDefaultSpinUs = 50;
 // A rank reports what it waits on once it has stayed blocked this long.
 constexpr auto kWaitReportAfter = std::chrono::milliseconds(50);
 // How long the loop thread stays parked after the last waiting caller
@@ -391,8 +390,7 @@ class EngineImpl {
     ShmConfig config;
     config.region_bytes = static_cast<size_t>(knobs_.shm_buffer_bytes);
     config.timeout_s = knobs_.operation_timeout_s;
-    config.spin_us =
-        knobs_.spin_time_us >= 0 ? knobs_.spin_time_us : kDefaultSpinUs;
+    config.spin_us = knobs_.spin_time_us;
     make_shm_ = [tcp, config, size = job_.size, me = job_.rank](
                     const std::vector<int>& members,
                     std::unique_ptr<ShmGroup>* out) {
@@ -975,7 +973,11 @@ Engine::Engine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() { impl_->Shutdown(); }
 
 Status Engine::Start(const JobInfo& job, std::unique_ptr<Engine>* out) {
-  Knobs knobs = Knobs::FromEnvironment();
+  return Start(job, Knobs::FromEnvironment(), out);
+}
+
+Status Engine::Start(const JobInfo& job, const Knobs& knobs,
+                     std::unique_ptr<Engine>* out) {
   if (knobs.keep_freed_memory && !KeepFreedMemory())
     HVD_LOG(kDebug,
             "HOROVOD_KEEP_FREED_MEMORY: the C library does not "

@@ -25,15 +25,16 @@ namespace {
 // TCP (and shared memory), and runs `body` on each. A rank reports trouble
 // by appending to *fail; returns each rank's report ("" when all went well).
 std::vector<std::string> RunRanks(
-    int n,
-    const std::function<void(Engine* e, int r, std::string* fail)>& body) {
+    int n, const std::function<void(Engine* e, int r, std::string* fail)>& body,
+    const Knobs& knobs = Knobs()) {
   const int port = FreePort();
   std::vector<std::string> failures(n);
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r) {
     ranks.emplace_back([&, r] {
       std::unique_ptr<Engine> e;
-      Status st = Engine::Start(LoopbackJob(r, n, port, "test-secret"), &e);
+      Status st =
+          Engine::Start(LoopbackJob(r, n, port, "test-secret"), knobs, &e);
       if (!st.ok()) {
         failures[r] = st.ToString();
         return;
@@ -380,82 +381,87 @@ double ThreadCpuSeconds() {
 class EngineDrivers : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EngineDrivers, ConcurrentWaitersPollingAndTimeouts) {
-  setenv("HOROVOD_CALLER_DRIVES", GetParam(), 1);
+  Knobs knobs;
+  knobs.caller_drives = std::string(GetParam()) == "1";
   const int n = 3, threads = 3, calls = 150;
-  const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
-                                                            std::string* fail) {
-    std::atomic<int> bad{0};
-    std::vector<std::thread> waiters;
-    for (int t = 0; t < threads; ++t)
-      waiters.emplace_back([&, t] {
-        for (int i = 0; i < calls; ++i) {
-          float v = static_cast<float>(r + i);
-          TensorView tv{&v, DataType::kFloat32, {1}};
+  const std::vector<std::string> failures = RunRanks(
+      n,
+      [&](Engine* e, int r, std::string* fail) {
+        std::atomic<int> bad{0};
+        std::vector<std::thread> waiters;
+        for (int t = 0; t < threads; ++t)
+          waiters.emplace_back([&, t] {
+            for (int i = 0; i < calls; ++i) {
+              float v = static_cast<float>(r + i);
+              TensorView tv{&v, DataType::kFloat32, {1}};
+              CollectiveArgs args;
+              args.name = "sync." + std::to_string(t) + "." + std::to_string(i);
+              Handle h;
+              if (!e->Allreduce(tv, args, &h).ok() || !h.Wait(60).ok() ||
+                  v != static_cast<float>(0 + 1 + 2 + n * i))
+                ++bad;
+            }
+          });
+        for (auto& w : waiters) w.join();
+        if (bad) *fail += "sync;";
+
+        // The tiny op right before parks the loop thread, so the waiter drives
+        // the big one unless this thread is descheduled for a while; hence
+        // several tries.
+        std::vector<float> big(8 << 20);
+        int drove = 0;
+        for (int k = 0; k < 5; ++k) {
+          float tiny = 1.f;
+          TensorView tt{&tiny, DataType::kFloat32, {1}};
+          TensorView bt{big.data(),
+                        DataType::kFloat32,
+                        {static_cast<int64_t>(big.size())}};
+          std::fill(big.begin(), big.end(), 1.f);
           CollectiveArgs args;
-          args.name = "sync." + std::to_string(t) + "." + std::to_string(i);
+          args.name = "tiny." + std::to_string(k);
           Handle h;
-          if (!e->Allreduce(tv, args, &h).ok() || !h.Wait(60).ok() ||
-              v != static_cast<float>(0 + 1 + 2 + n * i))
-            ++bad;
+          if (!e->Allreduce(tt, args, &h).ok() || !h.Wait(60).ok())
+            *fail += "tiny;";
+          args.name = "big." + std::to_string(k);
+          if (!e->Allreduce(bt, args, &h).ok()) *fail += "big enqueue;";
+          double cpu = ThreadCpuSeconds();
+          if (!h.Wait(60).ok() || big[big.size() / 2] != 3.f) *fail += "big;";
+          if (ThreadCpuSeconds() - cpu > 2e-3) ++drove;
         }
-      });
-    for (auto& w : waiters) w.join();
-    if (bad) *fail += "sync;";
+        if ((drove > 0) != (std::string(GetParam()) == "1"))
+          *fail += "waiter drove " + std::to_string(drove) + " of 5;";
 
-    // The tiny op right before parks the loop thread, so the waiter drives
-    // the big one unless this thread is descheduled for a while; hence
-    // several tries.
-    std::vector<float> big(8 << 20);
-    int drove = 0;
-    for (int k = 0; k < 5; ++k) {
-      float tiny = 1.f;
-      TensorView tt{&tiny, DataType::kFloat32, {1}};
-      TensorView bt{
-          big.data(), DataType::kFloat32, {static_cast<int64_t>(big.size())}};
-      std::fill(big.begin(), big.end(), 1.f);
-      CollectiveArgs args;
-      args.name = "tiny." + std::to_string(k);
-      Handle h;
-      if (!e->Allreduce(tt, args, &h).ok() || !h.Wait(60).ok())
-        *fail += "tiny;";
-      args.name = "big." + std::to_string(k);
-      if (!e->Allreduce(bt, args, &h).ok()) *fail += "big enqueue;";
-      double cpu = ThreadCpuSeconds();
-      if (!h.Wait(60).ok() || big[big.size() / 2] != 3.f) *fail += "big;";
-      if (ThreadCpuSeconds() - cpu > 2e-3) ++drove;
-    }
-    if ((drove > 0) != (std::string(GetParam()) == "1"))
-      *fail += "waiter drove " + std::to_string(drove) + " of 5;";
+        std::vector<float> a(20, 1.f);
+        std::vector<Handle> hs(a.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          TensorView tv{&a[i], DataType::kFloat32, {1}};
+          CollectiveArgs args;
+          args.name = "polled." + std::to_string(i);
+          if (!e->Allreduce(tv, args, &hs[i]).ok()) *fail += "enqueue;";
+        }
+        auto until =
+            std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        for (Handle& h : hs)
+          while (h.valid() && !h.Poll() &&
+                 std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        for (size_t i = 0; i < a.size(); ++i)
+          if (!hs[i].Poll() || !hs[i].status().ok() || a[i] != 3.f)
+            *fail += "polled;";
 
-    std::vector<float> a(20, 1.f);
-    std::vector<Handle> hs(a.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      TensorView tv{&a[i], DataType::kFloat32, {1}};
-      CollectiveArgs args;
-      args.name = "polled." + std::to_string(i);
-      if (!e->Allreduce(tv, args, &hs[i]).ok()) *fail += "enqueue;";
-    }
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    for (Handle& h : hs)
-      while (h.valid() && !h.Poll() && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!hs[i].Poll() || !hs[i].status().ok() || a[i] != 3.f)
-        *fail += "polled;";
-
-    float late = 1.f;
-    TensorView tv{&late, DataType::kFloat32, {1}};
-    CollectiveArgs args;
-    args.name = "late";
-    if (r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    Handle h;
-    if (!e->Allreduce(tv, args, &h).ok()) *fail += "late enqueue;";
-    if (r == 0 && h.Wait(0.05).code() != StatusCode::kTimeout)
-      *fail += "no timeout;";
-    if (!h.Wait(60).ok() || late != 3.f) *fail += "late;";
-    if (!e->Shutdown().ok()) *fail += "shutdown;";
-  });
-  unsetenv("HOROVOD_CALLER_DRIVES");
+        float late = 1.f;
+        TensorView tv{&late, DataType::kFloat32, {1}};
+        CollectiveArgs args;
+        args.name = "late";
+        if (r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        Handle h;
+        if (!e->Allreduce(tv, args, &h).ok()) *fail += "late enqueue;";
+        if (r == 0 && h.Wait(0.05).code() != StatusCode::kTimeout)
+          *fail += "no timeout;";
+        if (!h.Wait(60).ok() || late != 3.f) *fail += "late;";
+        if (!e->Shutdown().ok()) *fail += "shutdown;";
+      },
+      knobs);
   ExpectEveryRankOk(failures);
 }
 

@@ -58,8 +58,11 @@ void Report(int fd, const std::string& line) {
 [[noreturn]] void RankMain(const Fault& f, int rank, int port, int ready_fd,
                            int report_fd) {
   const JobInfo job = LoopbackJob(rank, kRanks, port, "fault-test-secret");
+  Knobs knobs;
+  knobs.shm_disable = !f.shm;
+  knobs.operation_timeout_s = 2;
   std::unique_ptr<Engine> e;
-  Status st = Engine::Start(job, &e);
+  Status st = Engine::Start(job, knobs, &e);
   if (!st.ok()) {
     Report(report_fd, "start failed: " + st.ToString());
     _exit(1);
@@ -114,9 +117,6 @@ class FaultTest : public ::testing::TestWithParam<Fault> {};
 
 TEST_P(FaultTest, EverySurvivorFailsInBoundedTimeNamingTheVictim) {
   const Fault f = GetParam();
-  setenv("HOROVOD_SHM_DISABLE", f.shm ? "0" : "1", 1);
-  setenv("HOROVOD_OPERATION_TIMEOUT_SECONDS", "2", 1);
-  setenv("HOROVOD_LOG_LEVEL", "error", 1);
   const int port = FreePort();
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);

@@ -341,6 +341,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv):
+    return make_parser().parse_args(argv)
+
+
+def make_parser():
     parser = _Parser(
         prog="horovodrun",
         description="Launch a Horovod job on this machine.")
@@ -403,7 +407,7 @@ def parse_args(argv):
     parser.add_argument("--autotune-gaussian-process-noise", type=float,
                         default=None)
     parser.add_argument("command", nargs=argparse.REMAINDER)
-    return parser.parse_args(argv)
+    return parser
 
 
 def _hosts_from_file(path):
@@ -424,6 +428,50 @@ def _hosts_from_file(path):
                 slots = int(n)
             hosts.append("%s:%d" % (name, slots))
     return ",".join(hosts)
+
+
+def knob_env(args):
+    """The HOROVOD_* variables horovodrun's tuning flags set (the knob table,
+    src/common/knobs.cc, names the flag of each)."""
+    env = {}
+    if args.start_timeout is not None:
+        env["HOROVOD_START_TIMEOUT"] = str(args.start_timeout)
+    if args.fusion_threshold_mb is not None:
+        env["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
+    if args.cycle_time_ms is not None:
+        env["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
+    if args.cache_capacity is not None:
+        env["HOROVOD_CACHE_CAPACITY"] = str(args.cache_capacity)
+    if args.hierarchical is not None:
+        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = args.hierarchical
+    if args.timeline_filename is not None:
+        env["HOROVOD_TIMELINE"] = os.path.abspath(args.timeline_filename)
+    if args.timeline_mark_cycles:
+        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
+    if args.autotune:
+        env["HOROVOD_AUTOTUNE"] = "1"
+    if args.no_stall_check:
+        env["HOROVOD_STALL_CHECK_DISABLE"] = "1"
+    if args.stall_check_warning_time_seconds is not None:
+        env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(
+            args.stall_check_warning_time_seconds)
+    if args.stall_check_shutdown_time_seconds is not None:
+        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(
+            args.stall_check_shutdown_time_seconds)
+    for flag, var in (("autotune_log_file", "HOROVOD_AUTOTUNE_LOG"),
+                      ("autotune_warmup_samples",
+                       "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"),
+                      ("autotune_steps_per_sample",
+                       "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"),
+                      ("autotune_bayes_opt_max_samples",
+                       "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"),
+                      ("autotune_gaussian_process_noise",
+                       "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE")):
+        value = getattr(args, flag)
+        if value is not None:
+            env[var] = (os.path.abspath(value) if var == "HOROVOD_AUTOTUNE_LOG"
+                        else str(value))
+    return env
 
 
 def main(argv=None):
@@ -465,43 +513,7 @@ def main(argv=None):
                          % (args.np, sum(s for _, s in hosts), args.hosts))
         return 2
     env = dict(os.environ)
-    if args.start_timeout is not None:
-        env["HOROVOD_START_TIMEOUT"] = str(args.start_timeout)
-    if args.fusion_threshold_mb is not None:
-        env["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
-    if args.cycle_time_ms is not None:
-        env["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
-    if args.cache_capacity is not None:
-        env["HOROVOD_CACHE_CAPACITY"] = str(args.cache_capacity)
-    if args.hierarchical is not None:
-        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = args.hierarchical
-    if args.timeline_filename is not None:
-        env["HOROVOD_TIMELINE"] = os.path.abspath(args.timeline_filename)
-    if args.timeline_mark_cycles:
-        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
-    if args.autotune:
-        env["HOROVOD_AUTOTUNE"] = "1"
-    if args.no_stall_check:
-        env["HOROVOD_STALL_CHECK_DISABLE"] = "1"
-    if args.stall_check_warning_time_seconds is not None:
-        env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(
-            args.stall_check_warning_time_seconds)
-    if args.stall_check_shutdown_time_seconds is not None:
-        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(
-            args.stall_check_shutdown_time_seconds)
-    for flag, var in (("autotune_log_file", "HOROVOD_AUTOTUNE_LOG"),
-                      ("autotune_warmup_samples",
-                       "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"),
-                      ("autotune_steps_per_sample",
-                       "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"),
-                      ("autotune_bayes_opt_max_samples",
-                       "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"),
-                      ("autotune_gaussian_process_noise",
-                       "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE")):
-        value = getattr(args, flag)
-        if value is not None:
-            env[var] = (os.path.abspath(value) if var == "HOROVOD_AUTOTUNE_LOG"
-                        else str(value))
+    env.update(knob_env(args))
     job = _Job(args.command, env, hosts, args.np, args.verbose)
     interrupts = []  # monotonic times of Ctrl-C presses
 
