@@ -196,14 +196,16 @@ std::vector<KnobSpec> MakeTable() {
   };
 }
 
+// Whole numbers as integers, others in the shortest form that reads back
+// the same.
 std::string Number(double v) {
+  if (v == static_cast<double>(static_cast<long long>(v)) && v > -1e18 &&
+      v < 1e18)
+    return std::to_string(static_cast<long long>(v));
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  // Shortest form that reads back the same.
   for (int digits = 1; digits <= 17; ++digits) {
-    char shorter[64];
-    std::snprintf(shorter, sizeof shorter, "%.*g", digits, v);
-    if (std::strtod(shorter, nullptr) == v) return shorter;
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
   }
   return buf;
 }
@@ -212,8 +214,9 @@ std::string Number(double v) {
 void Apply(const KnobSpec& s, Knobs* k) {
   auto fits = [&](double v) {
     const bool ok = (s.min_open ? v > s.min : v >= s.min) && v <= s.max;
-    if (!ok)
-      HVD_LOG(kWarning, "ignoring " << s.name << "=" << Number(v)
+    std::string given;
+    if (!ok && EnvString(s.name, &given))
+      HVD_LOG(kWarning, "ignoring " << s.name << "=" << given
                                     << ": outside its range " << KnobRange(s)
                                     << "; keeping " << KnobDefault(s));
     return ok;
@@ -228,8 +231,7 @@ void Apply(const KnobSpec& s, Knobs* k) {
     if ((set = EnvInt(s.name, &i) && fits(static_cast<double>(i))))
       k->** f = static_cast<int>(i);
   } else if (auto f = std::get_if<double Knobs::*>(&s.field)) {
-    if ((set = EnvDouble(s.name, &d) && fits(d)))
-      k->** f = d;
+    if ((set = EnvDouble(s.name, &d) && fits(d))) k->** f = d;
   } else if (auto f = std::get_if<bool Knobs::*>(&s.field)) {
     if ((set = EnvInt(s.name, &i))) k->** f = i != 0;
   } else if (auto f = std::get_if<std::string Knobs::*>(&s.field)) {

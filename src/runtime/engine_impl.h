@@ -1,0 +1,276 @@
+// EngineImpl: owns the parts of a running engine and runs its loop. One
+// loop iteration (Step):
+//   1. take newly enqueued requests (as cache slots when cached);
+//   2. rank 0: fold them and the workers' lists into the Coordinator and,
+//      when it says so, broadcast a response list; workers: send their list
+//      to rank 0 and wait for response lists;
+//   3. execute each response list in order (same order on every rank).
+// The loop sleeps in poll(2) on the queue's eventfd and the control sockets,
+// or on the shared-memory doorbell, so it wakes on enqueue or on a message.
+//
+// Who drives: the loop thread by default; but a thread that waits on a
+// handle (a synchronous collective) runs the steps itself, holding drive_mu_
+// (DriveGate), and the loop thread parks until no caller has driven for
+// kParkGrace. Everything the steps touch is used under drive_mu_ only.
+//
+// The class is declared here and defined by concern: engine_wiring.cc (start,
+// transports, shared memory, shutdown), engine_submit.cc (enqueue, request
+// checks, the thread census), engine_loop.cc (who drives, waiting for work),
+// engine_negotiation.cc (coordinator and worker steps, executing response
+// lists), engine_failure.cc (liveness, diagnosing and spreading failures);
+// engine.cc is the public facade.
+#ifndef HOROVOD_RUNTIME_ENGINE_IMPL_H_
+#define HOROVOD_RUNTIME_ENGINE_IMPL_H_
+
+#include <horovod/engine.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "autotune/autotuner.h"
+#include "common/knobs.h"
+#include "common/logging.h"
+#include "coordination/coordinator.h"
+#include "coordination/wire.h"
+#include "rendezvous/rendezvous.h"
+#include "runtime/executor.h"
+#include "runtime/peer_liveness.h"
+#include "runtime/process_memory.h"
+#include "runtime/process_set_table.h"
+#include "runtime/request_check.h"
+#include "runtime/tensor_queue.h"
+#include "timeline/timeline.h"
+#include "transport/control_link.h"
+#include "transport/loopback_transport.h"
+#include "transport/shm_group.h"
+#include "transport/tcp_transport.h"
+
+namespace horovod {
+
+// Which threads submit to an engine, and how many of them are blocked in a
+// wait. A rank whose every submitting thread waits can submit nothing new
+// until a wait ends; only then are its waits news for rank 0's deadlock
+// check (a rank with one thread still running may yet submit what the
+// others wait for). Shared by the engine and each thread's record.
+struct ThreadCensus {
+  std::atomic<int> live{0};     // threads that enqueued and have not exited
+  std::atomic<int> waiting{0};  // of those, blocked in Handle::Wait now
+};
+
+inline constexpr size_t kMaxControlFrame = 64u << 20;
+inline constexpr double kShutdownWaitS = 30;
+// A rank reports what it waits on once it has stayed blocked this long.
+inline constexpr auto kWaitReportAfter = std::chrono::milliseconds(50);
+// How long the loop thread stays parked after the last waiting caller
+// stopped driving: back-to-back synchronous calls then never wake it, and
+// work nobody waits for yet (async ops, rank 0 coordinating idle ranks)
+// starts at most this late.
+inline constexpr auto kParkGrace = std::chrono::milliseconds(1);
+// How often a waiter that cannot drive yet looks again (try_lock only: a
+// blocking lock could outlast the waiter's timeout while the holder waits
+// inside a collective).
+inline constexpr auto kDriveRetry = std::chrono::microseconds(50);
+
+inline std::string ShutdownMessage() {
+  return "Horovod has been shut down. This was caused by an exception on one "
+         "of the ranks or an attempt to run a collective after shutdown.";
+}
+
+class EngineImpl {
+ public:
+  EngineImpl(const JobInfo& job, Knobs knobs)
+      : job_(job),
+        knobs_(knobs),
+        cache_(knobs.cache_capacity),
+        sets_(job.size) {}
+
+  ~EngineImpl() { Shutdown(); }
+
+  Status Start();
+
+  const JobInfo& job() const { return job_; }
+
+  // Only rank 0 records: it sees every rank's negotiation.
+  Status StartTimeline(const std::string& path, bool mark_cycles);
+  void StopTimeline() { timeline_.Stop(); }
+  ProcessSetTable& sets() { return sets_; }
+
+  // The calling thread stops counting as a submitter until it submits
+  // again: it has nothing outstanding, and the rank's other threads may
+  // now all be waiting.
+  void LeaveCensus();
+
+  Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
+                 const CollectiveArgs& args, std::vector<Handle>* handles);
+
+  Status EnqueueControl(uint8_t op, const std::string& name,
+                        std::vector<int64_t> shape, int root, int process_set,
+                        Handle* handle);
+
+  Status Shutdown();
+
+ private:
+  std::string AutoName(OpType op);
+
+  // Ranks on our host (equal host keys) share memory unless disabled.
+  // Waiters spin before they sleep even when ranks outnumber cores: spinners
+  // yield the core every few microseconds, so the rank they wait for still
+  // runs, and a futex wake-up costs far more than that (np=4 on 2 cores:
+  // 4 B allreduce ~90 µs sleeping at once, ~15 µs spinning).
+  // The executor makes groups for smaller member lists (process sets) the
+  // same way.
+  Status JoinSharedMemory(TcpTransport* tcp,
+                          const std::vector<std::string>& hosts);
+
+  // With every rank on this host in the shared-memory group, coordination
+  // frames travel through it too and the loop sleeps on its doorbell, which
+  // enqueues and incoming frames ring; otherwise the loop polls sockets and
+  // the queue's eventfd.
+  void UseControlLinks(std::vector<Socket> sockets);
+
+  // Sleeps until an enqueue or a control frame may be waiting, or until
+  // timeout_ms; afterwards HasData() tells which links have something.
+  void AwaitEvent(int timeout_ms);
+
+  // --- background loop -----------------------------------------------------
+
+  // The loop thread: drives whenever no waiting caller does.
+  void Loop();
+
+  // Parks the loop thread while callers drive and for kParkGrace after;
+  // false: ask again.
+  bool MayDrive();
+
+  // A waiting caller's turn (DriveGate): run steps until `h` is done. When
+  // another caller drives, that one may complete `h`; look again shortly.
+  void DriveUntil(HandleState& h, Clock::time_point until);
+
+  // One step with drive_mu_ held; ends the loop when the job is over or
+  // failed.
+  void RunStep(int max_wait_ms);
+
+  // A collective failing on a broken link says only which neighbour this
+  // rank lost; the control plane usually knows which rank actually died.
+  // Rank 0 looks for a worker whose control link dropped or that reported a
+  // failure; a worker asks what rank 0 said last.
+  Status RootCause(const Status& st);
+
+  // A worker's link to rank 0 broke, or one of its transfers did. Read what
+  // rank 0 sent before closing: a shutdown (a clean exit) or the reason the
+  // job failed (rank 0 hears from every rank, so it names the root cause).
+  // Without either, `fallback` stands, with what rank 0's silence says: a
+  // closed link means rank 0 died; an open but silent one that it may be the
+  // rank that hung (a transfer times out on the neighbour first, even when
+  // the neighbour only waits on the hung rank like everyone else).
+  Status FromCoordinator(const Status& fallback, bool about_rank0);
+
+  // Rank 0 lost its link to worker `r`.
+  static Status Disconnected(int r, const Status& cause);
+
+  Status LostCoordinator(const Status& cause);
+
+  // Rank 0: a tick on each tensor's negotiation for the rank that sent it.
+  void TickNegotiation(int rank, const RequestList& list);
+
+  RequestList CollectRequests();
+
+  static bool Empty(const RequestList& l);
+
+  // The calling thread submits to this engine (see ThreadCensus).
+  void CountSubmitter();
+
+  // A thread of this rank begins or ends waiting on an operation. Cheap:
+  // a synchronous collective calls it twice.
+  void OnWait(const HandleState& h, bool begin);
+
+  // True while every thread that has submitted to this rank waits (see
+  // ThreadCensus). Called with waiting_mu_ held.
+  bool Blocked() const;
+
+  // What this rank waits on, for rank 0's deadlock check: the keys once
+  // the rank has stayed blocked, waiting on the same operations, for
+  // kWaitReportAfter (synchronous collectives that finish sooner cost
+  // rank 0 nothing, and this rank an atomic load per step); an empty list,
+  // riding on other news, once that wait has ended.
+  void TakeWaiting(RequestList* list, Clock::time_point now);
+
+  // Milliseconds until TakeWaiting will have a wait to report.
+  int WaitReportDueMs(Clock::time_point now) const;
+
+  // Rank 0's step; *finished once the job shut down.
+  Status CoordinatorStep(int max_wait_ms, bool* finished);
+
+  // Rank 0: feeds the tuner what a list moved; its new choice governs the
+  // coordinator at once and every rank's executor from the next list.
+  void Tune(const ResponseList& list);
+
+  // A worker's step; *finished once the job shut down.
+  Status WorkerStep(int max_wait_ms, bool* finished);
+
+  // Sends heartbeats that are due, and fails the job when a peer has been
+  // silent past the operation timeout (see PeerLiveness).
+  Status CheckLiveness(Clock::time_point now);
+
+  Status ExecuteList(const ResponseList& list);
+
+  // The job cannot continue: tell the peers why (best effort), break every
+  // link so they notice at once, and fail every pending operation.
+  void Fatal(const std::string& reason);
+
+  JobInfo job_;
+  Knobs knobs_;
+  ResponseCache cache_;
+  ProcessSetTable sets_;
+  TensorQueue queue_;
+  std::unique_ptr<LoopbackFabric> fabric_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<ShmGroup> shm_;  // every rank on this host
+  ShmGroupFactory make_shm_;       // empty without shared memory
+  AdaptiveSpin loop_spin_;  // waits for work on the shared-memory doorbell
+  std::vector<std::unique_ptr<ControlLink>> control_;
+  Doorbell* bell_ = nullptr;  // set when control frames go through shm_
+  uint32_t bell_seen_ = 0;
+  std::vector<pollfd> pollfds_;
+  std::unique_ptr<PeerLiveness> liveness_;
+  std::unique_ptr<Coordinator> coordinator_;
+  Timeline timeline_;
+  std::unique_ptr<Autotuner> tuner_;          // rank 0 with HOROVOD_AUTOTUNE
+  int64_t tuned_small_allreduce_bytes_ = -1;  // for the next response list
+  std::unique_ptr<Executor> executor_;
+  std::thread thread_;
+  std::shared_ptr<DriveGate> gate_;
+  std::mutex waiting_mu_;
+  std::vector<const HandleState*> waiters_;  // what threads wait on now
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  // Clock ticks at which the current waits become worth reporting.
+  std::atomic<int64_t> report_due_{kNever};
+  std::atomic<uint64_t> episode_{0};  // begins and ends of waits so far
+  // Used by the thread running steps only:
+  uint64_t reported_episode_ = 0;  // episode_ when rank 0 last heard
+  bool rank0_has_waits_ = false;   // rank 0 holds a non-empty list
+  std::shared_ptr<ThreadCensus> census_ = std::make_shared<ThreadCensus>();
+  std::mutex drive_mu_;                     // held by whoever runs steps
+  std::atomic<int> callers_{0};             // waiters driving or about to
+  std::atomic<int64_t> last_drive_end_{0};  // steady clock ticks
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  std::atomic<bool> parked_{false};
+  std::atomic<bool> shutdown_requested_{false};
+  std::atomic<bool> loop_done_{false};
+  bool shutdown_sent_ = false;
+  uint64_t epoch_ = 0;
+  std::unordered_map<uint32_t, std::string> hit_keys_;
+  std::atomic<uint64_t> auto_name_counter_[8] = {};
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_RUNTIME_ENGINE_IMPL_H_

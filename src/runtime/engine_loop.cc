@@ -1,0 +1,90 @@
+// EngineImpl, the loop driver: the loop thread, waiting callers that drive
+// steps themselves, and sleeping until work or a control frame arrives.
+#include "runtime/engine_impl.h"
+
+namespace horovod {
+
+void EngineImpl::AwaitEvent(int timeout_ms) {
+  for (auto& link : control_) link->Flush();
+  if (bell_ != nullptr) {
+    // A ring announces bytes, not frames: frames still waiting in a ring
+    // after the last pass will not ring again.
+    for (auto& link : control_)
+      if (link->valid() && link->HasData()) timeout_ms = 0;
+    const auto start = std::chrono::steady_clock::now();
+    if (!bell_->Wait(bell_seen_, loop_spin_.spin_us(), timeout_ms))
+      for (auto& link : control_)
+        if (link->valid()) link->Probe();
+    if (timeout_ms > 0) loop_spin_.RecordSince(start);
+    bell_seen_ = bell_->Read();  // before looking: later rings wake us
+    return;
+  }
+  pollfds_.assign(1, pollfd{queue_.wake_fd(), POLLIN, 0});
+  for (auto& link : control_) pollfds_.push_back({link->fd(), POLLIN, 0});
+  poll(pollfds_.data(), pollfds_.size(), timeout_ms);
+  if (pollfds_[0].revents) queue_.DrainWake();
+  for (size_t i = 0; i < control_.size(); ++i)
+    if (pollfds_[i + 1].revents) control_[i]->MarkReadable();
+}
+
+void EngineImpl::Loop() {
+  while (!loop_done_.load()) {
+    if (!MayDrive()) continue;
+    std::unique_lock<std::mutex> drive(drive_mu_);
+    while (!loop_done_.load() && callers_.load() == 0) RunStep(1000);
+  }
+}
+
+bool EngineImpl::MayDrive() {
+  std::unique_lock<std::mutex> lock(park_mu_);
+  auto quiet_since = Clock::time_point(Clock::duration(last_drive_end_));
+  if (callers_.load() == 0 &&
+      (Clock::now() - quiet_since >= kParkGrace || shutdown_requested_.load()))
+    return true;
+  parked_.store(true);
+  park_cv_.wait_for(lock, kParkGrace);
+  parked_.store(false);
+  return false;
+}
+
+void EngineImpl::DriveUntil(HandleState& h, Clock::time_point until) {
+  callers_.fetch_add(1);
+  // Ends the loop thread's wait so it lets go of drive_mu_.
+  if (!parked_.load()) queue_.Wake();
+  while (!h.Done() && !loop_done_.load() && Clock::now() < until) {
+    std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
+    if (!drive.owns_lock()) {
+      // The loop thread lets go at the end of its step; another waiter
+      // once its own handle is done, and it may complete ours meanwhile.
+      std::unique_lock<std::mutex> lock(h.mu);
+      h.cv.wait_for(lock, kDriveRetry, [&h] { return h.done; });
+      continue;
+    }
+    while (!h.Done() && !loop_done_.load()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      until - Clock::now())
+                      .count();
+      if (left < 0) break;
+      RunStep(static_cast<int>(std::min<int64_t>(1000, left + 1)));
+    }
+  }
+  last_drive_end_.store(Clock::now().time_since_epoch().count());
+  callers_.fetch_sub(1);
+}
+
+void EngineImpl::RunStep(int max_wait_ms) {
+  bool finished = false;
+  Status st = job_.rank == 0 ? CoordinatorStep(max_wait_ms, &finished)
+                             : WorkerStep(max_wait_ms, &finished);
+  if (st.ok() && !finished) return;
+  if (!st.ok()) Fatal(st.message());
+  // Transfers that broke as the job shut down, and operations it will
+  // never run (another rank shut it down), still owe their callers an
+  // answer.
+  executor_->FailBroken(Status::Aborted(ShutdownMessage()));
+  queue_.FailAll(Status::Aborted(ShutdownMessage()));
+  loop_done_.store(true);
+  park_cv_.notify_all();
+}
+
+}  // namespace horovod

@@ -1,0 +1,192 @@
+// EngineImpl, negotiation: rank 0's coordinator step, the workers' step,
+// autotuning, and executing each response list (with stale-hit resends).
+#include "runtime/engine_impl.h"
+
+namespace horovod {
+
+void EngineImpl::TickNegotiation(int rank, const RequestList& list) {
+  if (!timeline_.active()) return;
+  for (const Request& r : list.requests)
+    timeline_.NegotiateTick(r.name, UpperOpName(r.op), rank);
+  for (uint32_t slot : list.cache_hits) {
+    if (!cache_.Has(slot)) continue;
+    const Response& c = cache_.Get(slot);
+    timeline_.NegotiateTick(c.names[0], UpperOpName(c.op), rank);
+  }
+}
+
+RequestList EngineImpl::CollectRequests() {
+  RequestList list;
+  list.epoch = epoch_;
+  for (Request& r : queue_.TakeNew()) {
+    int slot = job_.rank == 0 ? -1 : cache_.Find(r);
+    if (slot >= 0) {
+      list.cache_hits.push_back(static_cast<uint32_t>(slot));
+      hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
+    } else {
+      list.requests.push_back(std::move(r));
+    }
+  }
+  if (shutdown_requested_.load() && !shutdown_sent_) {
+    list.shutdown = true;
+    shutdown_sent_ = true;
+  }
+  TakeWaiting(&list, Clock::now());
+  return list;
+}
+
+bool EngineImpl::Empty(const RequestList& l) {
+  return l.requests.empty() && l.cache_hits.empty() && !l.shutdown &&
+         !l.waiting_update;
+}
+
+Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
+  const int n = job_.size;
+  auto now = Clock::now();
+  int timeout = max_wait_ms;
+  auto wake = coordinator_->NextWake(now);
+  if (wake != Clock::time_point::max())
+    timeout = static_cast<int>(std::min<int64_t>(
+        max_wait_ms,
+        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now)
+                .count() +
+            1));
+  if (coordinator_->ShouldEmit(now)) timeout = 0;
+  AwaitEvent(std::min({timeout, liveness_->WaitMs(now), WaitReportDueMs(now)}));
+  timeline_.MarkCycleStart();
+  now = Clock::now();
+  RequestList mine = CollectRequests();
+  if (!Empty(mine)) {
+    TickNegotiation(0, mine);
+    coordinator_->AddRequestList(0, mine, now);
+  }
+  for (int r = 1; r < n; ++r) {
+    if (!control_[r]->HasData()) continue;
+    std::string frame;
+    Status st = control_[r]->ReadFrame(
+        kMaxControlFrame, Deadline::After(knobs_.operation_timeout_s), &frame);
+    if (!st.ok()) return Disconnected(r, st);
+    liveness_->Heard(r - 1, now);
+    if (frame.empty()) continue;  // a heartbeat
+    RequestList list;
+    HVD_RETURN_IF_ERROR(DecodeRequestList(frame, n, &list));
+    if (!list.abort_reason.empty())
+      return Status::Aborted("rank " + std::to_string(r) +
+                             " failed: " + list.abort_reason);
+    TickNegotiation(r, list);
+    coordinator_->AddRequestList(r, list, now);
+  }
+  for (const std::string& w : coordinator_->TakeStallWarnings(now))
+    HVD_LOG(kWarning, w);
+  if (!coordinator_->ShouldEmit(now)) return CheckLiveness(now);
+  ResponseList out = coordinator_->TakeResponses(now);
+  out.small_allreduce_bytes = tuned_small_allreduce_bytes_;
+  tuned_small_allreduce_bytes_ = -1;
+  if (timeline_.active())
+    for (const Response& r : out.responses)
+      for (const std::string& name : r.names)
+        timeline_.OpStart(name, UpperOpName(r.op));
+  std::string frame = EncodeResponseList(out, &cache_);
+  // Every worker must have the whole list before we wait for it inside
+  // a collective.
+  for (int r = 1; r < n; ++r) {
+    Status st = control_[r]->WriteFrame(
+        frame, Deadline::After(knobs_.operation_timeout_s));
+    if (!st.ok()) return Disconnected(r, st);
+  }
+  liveness_->Sent(now);
+  for (int r = 1; r < n; ++r) {
+    Status st = control_[r]->Drain(Deadline::After(knobs_.operation_timeout_s));
+    if (!st.ok()) return Disconnected(r, st);
+  }
+  Status st = ExecuteList(out);
+  if (!st.ok()) return RootCause(st);
+  *finished = out.shutdown;
+  if (tuner_ != nullptr && !out.shutdown) Tune(out);
+  return out.shutdown ? Status::OK() : CheckLiveness(Clock::now());
+}
+
+void EngineImpl::Tune(const ResponseList& list) {
+  int64_t bytes = 0;
+  for (const Response& r : list.responses) {
+    if (r.error || r.op > static_cast<uint8_t>(OpType::kReducescatter))
+      continue;
+    for (const auto& shape : r.shapes) {
+      int64_t n = static_cast<int64_t>(DataTypeSize(r.dtype));
+      for (int64_t d : shape) n *= d;
+      bytes += n;
+    }
+  }
+  if (!tuner_->Record(bytes, Clock::now())) return;
+  const TunedParams& p = tuner_->params();
+  coordinator_->SetTuning(p.fusion_threshold, p.cycle_time_ms / 1000.0);
+  tuned_small_allreduce_bytes_ = p.small_allreduce_bytes;
+}
+
+Status EngineImpl::WorkerStep(int max_wait_ms, bool* finished) {
+  ControlLink& ctl = *control_[0];
+  const auto before = Clock::now();
+  AwaitEvent(std::min(
+      {max_wait_ms, liveness_->WaitMs(before), WaitReportDueMs(before)}));
+  const auto now = Clock::now();
+  RequestList mine = CollectRequests();
+  Status st;
+  if (!Empty(mine)) {
+    st = ctl.WriteFrame(EncodeRequestList(mine),
+                        Deadline::After(knobs_.operation_timeout_s));
+    liveness_->Sent(now);
+  }
+  if (!st.ok()) return LostCoordinator(st);
+  std::string frame;
+  while (frame.empty() && ctl.HasData()) {  // empty frames are heartbeats
+    st = ctl.ReadFrame(kMaxControlFrame,
+                       Deadline::After(knobs_.operation_timeout_s), &frame);
+    if (!st.ok()) return LostCoordinator(st);
+    liveness_->Heard(0, now);
+  }
+  if (frame.empty()) return CheckLiveness(now);
+  ResponseList list;
+  HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
+  if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
+  st = ExecuteList(list);
+  if (!st.ok()) return RootCause(st);
+  *finished = list.shutdown;
+  return Status::OK();
+}
+
+Status EngineImpl::ExecuteList(const ResponseList& list) {
+  const auto start = Clock::now();
+  ++epoch_;
+  if (list.small_allreduce_bytes >= 0)
+    executor_->SetSmallAllreduceBytes(list.small_allreduce_bytes);
+  for (const Response& r : list.responses) {
+    Status st = executor_->Execute(r);
+    if (timeline_.active())
+      for (const std::string& name : r.names) timeline_.OpEnd(name);
+    HVD_RETURN_IF_ERROR(st);
+    // Every rank applies the same Puts in the same order: caches agree.
+    if (ResponseCache::Cacheable(r))
+      for (size_t i = 0; i < r.names.size(); ++i) cache_.Put(r, i, epoch_);
+  }
+  // Hits the coordinator could not trust go again in full.
+  std::vector<Request> resend;
+  for (auto& s : list.stale_hits) {
+    if (s.first != job_.rank) continue;
+    auto it = hit_keys_.find(s.second);
+    Request r;
+    if (it != hit_keys_.end() && queue_.Find(it->second, &r))
+      resend.push_back(r);
+  }
+  if (!resend.empty()) {
+    RequestList l;
+    l.epoch = epoch_;
+    l.requests = resend;
+    HVD_RETURN_IF_ERROR(control_[0]->WriteFrame(
+        EncodeRequestList(l), Deadline::After(knobs_.operation_timeout_s)));
+  }
+  const auto end = Clock::now();
+  liveness_->Busy(end - start, end);
+  return Status::OK();
+}
+
+}  // namespace horovod

@@ -1,0 +1,175 @@
+// EngineImpl, submission: enqueueing requests after checking them, and the
+// thread census that tells rank 0 when every thread of this rank waits.
+#include "runtime/engine_impl.h"
+
+namespace horovod {
+
+namespace {
+
+// This thread's membership in one engine's census; leaves it at exit.
+struct CensusRecord {
+  std::shared_ptr<ThreadCensus> census;
+  ~CensusRecord() {
+    if (census) census->live.fetch_sub(1);
+  }
+};
+thread_local CensusRecord tls_census;
+
+}  // namespace
+
+void EngineImpl::LeaveCensus() {
+  if (tls_census.census != census_) return;
+  census_->live.fetch_sub(1);
+  tls_census.census.reset();
+  std::lock_guard<std::mutex> lock(waiting_mu_);
+  episode_.fetch_add(1);
+  report_due_.store(
+      Blocked() ? (Clock::now() + kWaitReportAfter).time_since_epoch().count()
+                : kNever);
+}
+
+Status EngineImpl::Enqueue(OpType op, const std::vector<TensorView>& tensors,
+                           const CollectiveArgs& args,
+                           std::vector<Handle>* handles) {
+  CountSubmitter();
+  std::shared_ptr<const std::vector<int>> set = sets_.Find(args.process_set);
+  if (set == nullptr)
+    return Status::InvalidArgument(
+        "process set " + std::to_string(args.process_set) +
+        " is not registered on rank " + std::to_string(job_.rank));
+  const std::vector<int>& members = *set;
+  if (std::find(members.begin(), members.end(), job_.rank) == members.end())
+    return Status::InvalidArgument("rank " + std::to_string(job_.rank) +
+                                   " is not a member of process set " +
+                                   std::to_string(args.process_set));
+  std::vector<TensorEntry> entries;
+  handles->clear();
+  std::string group;
+  const std::string auto_name = args.name.empty() ? AutoName(op) : "";
+  const std::string& base = args.name.empty() ? auto_name : args.name;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TensorEntry e;
+    Request& r = e.request;
+    r.rank = job_.rank;
+    r.op = static_cast<uint8_t>(op);
+    r.name = base;
+    // Upstream's form for the members of a group: <base>_<k>of<n>.
+    if (tensors.size() > 1)
+      r.name +=
+          "_" + std::to_string(i + 1) + "of" + std::to_string(tensors.size());
+    r.dtype = tensors[i].dtype;
+    r.reduce_op = args.op;
+    r.root = args.root;
+    r.device = tensors[i].device;
+    r.process_set = args.process_set;
+    r.prescale = args.prescale;
+    r.postscale = args.postscale;
+    r.shape = tensors[i].shape;
+    if (tensors.size() > 1) {
+      if (i == 0) group = r.name;
+      r.group = group;
+      r.group_size = static_cast<int32_t>(tensors.size());
+    }
+    HVD_RETURN_IF_ERROR(
+        CheckRequest(op, tensors[i], args, members, job_.rank, &r));
+    e.tensor = tensors[i];
+    e.handle = std::make_shared<HandleState>();
+    e.handle->gate = gate_;
+    e.handle->dtype = tensors[i].dtype;
+    handles->emplace_back(e.handle);
+    entries.push_back(std::move(e));
+  }
+  return queue_.Add(std::move(entries));
+}
+
+Status EngineImpl::EnqueueControl(uint8_t op, const std::string& name,
+                                  std::vector<int64_t> shape, int root,
+                                  int process_set, Handle* handle) {
+  CountSubmitter();
+  TensorEntry e;
+  e.request.rank = job_.rank;
+  e.request.op = op;
+  e.request.name = name;
+  e.request.shape = std::move(shape);
+  e.request.root = root;
+  e.request.process_set = process_set;
+  e.request.dtype = DataType::kUInt8;
+  e.handle = std::make_shared<HandleState>();
+  e.handle->gate = gate_;
+  *handle = Handle(e.handle);
+  std::vector<TensorEntry> v;
+  v.push_back(std::move(e));
+  return queue_.Add(std::move(v));
+}
+
+std::string EngineImpl::AutoName(OpType op) {
+  return std::string(OpTypeName(op)) + ".noname." +
+         std::to_string(auto_name_counter_[static_cast<int>(op)]++);
+}
+
+void EngineImpl::CountSubmitter() {
+  if (tls_census.census == census_) return;
+  if (tls_census.census) tls_census.census->live.fetch_sub(1);
+  tls_census.census = census_;
+  census_->live.fetch_add(1);
+}
+
+void EngineImpl::OnWait(const HandleState& h, bool begin) {
+  const bool submitter = tls_census.census == census_;
+  std::lock_guard<std::mutex> lock(waiting_mu_);
+  if (begin) {
+    waiters_.push_back(&h);
+    if (submitter) census_->waiting.fetch_add(1);
+  } else {
+    auto it = std::find(waiters_.begin(), waiters_.end(), &h);
+    if (it != waiters_.end()) {
+      *it = waiters_.back();
+      waiters_.pop_back();
+    }
+    if (submitter) census_->waiting.fetch_sub(1);
+  }
+  episode_.fetch_add(1);
+  report_due_.store(
+      Blocked() ? (Clock::now() + kWaitReportAfter).time_since_epoch().count()
+                : kNever);
+}
+
+bool EngineImpl::Blocked() const {
+  const int live = census_->live.load();
+  return live > 0 && census_->waiting.load() >= live && !waiters_.empty();
+}
+
+void EngineImpl::TakeWaiting(RequestList* list, Clock::time_point now) {
+  const int64_t ticks = now.time_since_epoch().count();
+  if (ticks >= report_due_.load()) {
+    std::lock_guard<std::mutex> lock(waiting_mu_);
+    // Under the lock: a wait that began meanwhile set a later due time.
+    if (ticks >= report_due_.load()) {
+      report_due_.store(kNever);
+      if (Blocked()) {  // still (a new thread may have submitted since)
+        list->waiting_update = true;
+        list->waiting = queue_.KeysOf(waiters_);
+        reported_episode_ = episode_.load();
+        rank0_has_waits_ = true;
+        return;
+      }
+    }
+  }
+  const bool news =
+      !list->requests.empty() || !list->cache_hits.empty() || list->shutdown;
+  if (rank0_has_waits_ && news && episode_.load() != reported_episode_) {
+    list->waiting_update = true;  // that wait is over
+    rank0_has_waits_ = false;
+  }
+}
+
+int EngineImpl::WaitReportDueMs(Clock::time_point now) const {
+  const int64_t due = report_due_.load();
+  if (due == kNever) return 1000;
+  const auto left = Clock::duration(due) - now.time_since_epoch();
+  return static_cast<int>(std::clamp<int64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1,
+      0, 1000));
+}
+
+}  // namespace horovod
