@@ -45,18 +45,10 @@ namespace {
 
 constexpr double kBig = 9.2e18;  // "no upper bound" for 64-bit counts
 
-KnobSpec Int(const char* name, int64_t Knobs::*field, double min, double max,
+// An integer knob held in an int64_t or an int field.
+template <typename Field>
+KnobSpec Int(const char* name, Field field, double min, double max,
              const char* flags, const char* summary) {
-  KnobSpec k{name, KnobType::kInt, field};
-  k.min = min;
-  k.max = max;
-  k.flags = flags;
-  k.summary = summary;
-  return k;
-}
-
-KnobSpec SmallInt(const char* name, int Knobs::*field, double min, double max,
-                  const char* flags, const char* summary) {
   KnobSpec k{name, KnobType::kInt, field};
   k.min = min;
   k.max = max;
@@ -125,8 +117,8 @@ std::vector<KnobSpec> MakeTable() {
                  "--cycle-time-ms",
                  "ms the coordinator waits for more tensors to fuse"),
             &K::cycle_time_set),
-      SmallInt("HOROVOD_CACHE_CAPACITY", &K::cache_capacity, 0, 1 << 20,
-               "--cache-capacity", "response-cache entries; 0 disables it"),
+      Int("HOROVOD_CACHE_CAPACITY", &K::cache_capacity, 0, 1 << 20,
+          "--cache-capacity", "response-cache entries; 0 disables it"),
       Given(Int("HOROVOD_SMALL_ALLREDUCE_BYTES", &K::small_allreduce_bytes, 0,
                 kBig, "",
                 "below this, allreduce uses recursive doubling, else the "
@@ -155,16 +147,14 @@ std::vector<KnobSpec> MakeTable() {
            "rank 0 tunes the knobs not set explicitly"),
       Text("HOROVOD_AUTOTUNE_LOG", &K::autotune_log, "--autotune-log-file",
            "CSV file of every autotune sample"),
-      SmallInt("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", &K::autotune_warmup_samples,
-               0, 10000, "--autotune-warmup-samples",
-               "autotune samples discarded first"),
-      SmallInt("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
-               &K::autotune_steps_per_sample, 1, 100000,
-               "--autotune-steps-per-sample", "steps measured per sample"),
-      SmallInt("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
-               &K::autotune_max_samples, 1, 1000,
-               "--autotune-bayes-opt-max-samples",
-               "samples before autotune settles"),
+      Int("HOROVOD_AUTOTUNE_WARMUP_SAMPLES", &K::autotune_warmup_samples, 0,
+          10000, "--autotune-warmup-samples",
+          "autotune samples discarded first"),
+      Int("HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", &K::autotune_steps_per_sample, 1,
+          100000, "--autotune-steps-per-sample", "steps measured per sample"),
+      Int("HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", &K::autotune_max_samples, 1,
+          1000, "--autotune-bayes-opt-max-samples",
+          "samples before autotune settles"),
       Real("HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", &K::autotune_noise, 0,
            true, "--autotune-gaussian-process-noise",
            "measurement noise, relative to the scores' variance"),
