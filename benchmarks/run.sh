@@ -10,7 +10,8 @@
 #   bash benchmarks/run.sh                       # everything (~20 min on 2 cores)
 #   NPS="2" BUDGET=0.5 bash benchmarks/run.sh engine python
 #   ANCHORS=/path/to/shared/bench bash benchmarks/run.sh
-# Sections: anchors engine hosts python frameworks fusion autotune training
+# Sections: anchors engine hosts python frameworks busy fusion autotune
+# training
 # (default: all).
 # Needs `bash scripts/setup.sh` first (engine installed, OpenMPI present).
 set -u
@@ -19,7 +20,7 @@ ANCHORS=${ANCHORS:-$REPO/../shared/bench}
 NPS=${NPS:-"2 4"}
 BUDGET=${BUDGET:-1.0}
 OUT=${OUT:-$REPO/benchmarks/results/$(date -u +%Y-%m-%d)}
-SECTIONS=${*:-"anchors engine hosts python frameworks fusion autotune training"}
+SECTIONS=${*:-"anchors engine hosts python frameworks busy fusion autotune training"}
 TUN="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
@@ -118,6 +119,23 @@ frameworks() {
   echo "TRAIN,keras-2-solo,2,$(python -c "print(${a:-nan} + ${b:-nan})")" >> "$OUT/results.csv"
 }
 
+# A busy machine: two processes spinning on the 2 cores beside an np=2 job,
+# as data loaders and other work do beside training. Ours (the torch path,
+# in place) and torch.distributed/gloo under the same load.
+busy() {
+  local S="-s 4,64K,64M -b $BUDGET"
+  local spinners=()
+  for _ in 1 2; do
+    python -c "while True: pass" & spinners+=($!)
+  done
+  run hvd-py-busy-np2 horovodrun -np 2 python benchmarks/py_allreduce.py $S -l hvd-py-busy
+  if [ -f "$ANCHORS/torch_gloo.py" ]; then
+    run torch-gloo-busy-np2 python "$ANCHORS/torch_gloo.py" -n 2 $S -l torch-gloo-busy
+  fi
+  kill "${spinners[@]}" 2>/dev/null
+  wait "${spinners[@]}" 2>/dev/null
+}
+
 fusion() {
   run fusion-np2 horovodrun -np 2 python benchmarks/fusion_bench.py --steps 30
   build_engine || { log "engine build failed"; return; }
@@ -147,7 +165,7 @@ training() {
   } > "$OUT/env.txt" 2>&1
 for s in $SECTIONS; do
   case $s in
-    anchors|engine|hosts|frameworks|fusion|autotune|training) $s ;;
+    anchors|engine|hosts|frameworks|busy|fusion|autotune|training) $s ;;
     python) python_level ;;
     *) echo "unknown section $s"; exit 2 ;;
   esac
