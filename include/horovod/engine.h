@@ -57,9 +57,11 @@ class Handle {
   // Result of allgather/alltoall/reducescatter; null for in-place ops.
   std::shared_ptr<Buffer> output() const;
   const std::vector<int64_t>& output_shape() const;
-  // Alltoall: how many dim-0 rows came from each rank. Join: last joined rank.
+  // Alltoall: how many dim-0 rows came from each rank.
   const std::vector<int64_t>& received_splits() const;
-  int join_result() const;
+  // The integer an operation answers with: join, the last rank to join;
+  // add_process_set, the new set's id. -1 for the others.
+  int int_result() const;
   // The element type of the enqueued tensor and of the output.
   DataType dtype() const;
 

@@ -216,7 +216,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("dtype", [](const Handle& h) { return h.dtype(); })
       .def_prop_ro("output_shape", &Handle::output_shape)
       .def_prop_ro("received_splits", &Handle::received_splits)
-      .def_prop_ro("int_result", &Handle::join_result);
+      .def_prop_ro("int_result", &Handle::int_result);
 
   nb::class_<PyEngine>(m, "Engine")
       .def_static("start",

@@ -120,7 +120,7 @@ Status Engine::Join(int* last_joined_rank) {
   HVD_RETURN_IF_ERROR(impl_->EnqueueControl(static_cast<uint8_t>(OpType::kJoin),
                                             kJoinTensorName, {}, 0, 0, &h));
   HVD_RETURN_IF_ERROR(h.Wait());
-  *last_joined_rank = h.join_result();
+  *last_joined_rank = h.int_result();
   return Status::OK();
 }
 
@@ -139,7 +139,7 @@ Status Engine::AddProcessSet(const std::vector<int>& ranks, int* id) {
       static_cast<uint8_t>(ControlOp::kAddProcessSet), "__add_process_set__",
       std::vector<int64_t>(sorted.begin(), sorted.end()), 0, 0, &h));
   HVD_RETURN_IF_ERROR(h.Wait());
-  *id = h.join_result();
+  *id = h.int_result();
   return Status::OK();
 }
 

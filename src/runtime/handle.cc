@@ -61,7 +61,7 @@ const std::vector<int64_t>& Handle::output_shape() const {
 const std::vector<int64_t>& Handle::received_splits() const {
   return state_->received_splits;
 }
-int Handle::join_result() const { return state_->int_result; }
+int Handle::int_result() const { return state_->int_result; }
 DataType Handle::dtype() const { return state_->dtype; }
 
 }  // namespace horovod

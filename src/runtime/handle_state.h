@@ -23,7 +23,7 @@ struct HandleState {
   std::shared_ptr<Buffer> output;
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
-  int int_result = -1;
+  int int_result = -1;  // Handle::int_result()
   // The element type of the tensor this handle was enqueued with (outputs
   // have it too), so adapters need not remember it.
   DataType dtype = DataType::kUInt8;
