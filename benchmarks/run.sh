@@ -119,21 +119,32 @@ frameworks() {
   echo "TRAIN,keras-2-solo,2,$(python -c "print(${a:-nan} + ${b:-nan})")" >> "$OUT/results.csv"
 }
 
-# A busy machine: two processes spinning on the 2 cores beside an np=2 job,
-# as data loaders and other work do beside training. Ours (the torch path,
-# in place) and torch.distributed/gloo under the same load.
+# A busy machine: two processes on the 2 cores beside an np=2 job, as data
+# loaders and other work run beside training: spinning all the time, then
+# in 2 ms bursts with 2 ms sleeps between (a duty cycle of one half). Ours
+# (the torch path, in place) and torch.distributed/gloo under each load.
 busy() {
   local S="-s 4,64K,64M -b $BUDGET"
-  local spinners=()
-  for _ in 1 2; do
-    python -c "while True: pass" & spinners+=($!)
+  local spin="while True: pass"
+  local duty="import time
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.002: pass
+    time.sleep(0.002)"
+  local load label
+  for load in spin duty; do
+    label=busy; [ $load = duty ] && label=busy-duty
+    local loaders=()
+    for _ in 1 2; do
+      python -c "${!load}" & loaders+=($!)
+    done
+    run hvd-py-$label-np2 horovodrun -np 2 python benchmarks/py_allreduce.py $S -l hvd-py-$label
+    if [ -f "$ANCHORS/torch_gloo.py" ]; then
+      run torch-gloo-$label-np2 python "$ANCHORS/torch_gloo.py" -n 2 $S -l torch-gloo-$label
+    fi
+    kill "${loaders[@]}" 2>/dev/null
+    wait "${loaders[@]}" 2>/dev/null
   done
-  run hvd-py-busy-np2 horovodrun -np 2 python benchmarks/py_allreduce.py $S -l hvd-py-busy
-  if [ -f "$ANCHORS/torch_gloo.py" ]; then
-    run torch-gloo-busy-np2 python "$ANCHORS/torch_gloo.py" -n 2 $S -l torch-gloo-busy
-  fi
-  kill "${spinners[@]}" 2>/dev/null
-  wait "${spinners[@]}" 2>/dev/null
 }
 
 fusion() {
