@@ -16,10 +16,6 @@ Status Engine::Start(const JobInfo& job, std::unique_ptr<Engine>* out) {
 
 Status Engine::Start(const JobInfo& job, const Knobs& knobs,
                      std::unique_ptr<Engine>* out) {
-  if (knobs.keep_freed_memory && !KeepFreedMemory())
-    HVD_LOG(kDebug,
-            "HOROVOD_KEEP_FREED_MEMORY: the C library does not "
-            "support it (not glibc)");
   auto impl = std::make_unique<EngineImpl>(job, knobs);
   HVD_RETURN_IF_ERROR(impl->Start());
   out->reset(new Engine(std::move(impl)));

@@ -5,6 +5,10 @@
 namespace horovod {
 
 Status EngineImpl::Start() {
+  if (knobs_.keep_freed_memory && !KeepFreedMemory())
+    HVD_LOG(kDebug,
+            "HOROVOD_KEEP_FREED_MEMORY: the C library does not "
+            "support it (not glibc)");
   Mesh mesh;
   HVD_RETURN_IF_ERROR(EstablishMesh(job_, &mesh));
   if (job_.size == 1) {
