@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "collectives/reduce.h"
-#include "collectives/shm_collectives.h"
 
 namespace horovod {
 namespace {
@@ -20,13 +19,11 @@ std::vector<int64_t> Offsets(const std::vector<int64_t>& sizes) {
 }
 
 Communicator::Communicator(Transport* transport, std::vector<int> members,
-                           Scratch* scratch, AlgorithmConfig config,
-                           ShmGroup* shm)
+                           Scratch* scratch, AlgorithmConfig config)
     : transport_(transport),
       members_(std::move(members)),
       scratch_(scratch),
-      config_(config),
-      shm_(shm) {
+      config_(config) {
   for (size_t i = 0; i < members_.size(); ++i)
     if (members_[i] == transport_->rank()) my_index_ = static_cast<int>(i);
 }
@@ -42,22 +39,10 @@ Status Communicator::SendRecv(int dst, const void* sbuf, size_t slen, int src,
 Status Allreduce(Communicator& comm, void* buf, int64_t count, DataType dtype,
                  ReduceOp op) {
   if (comm.size() == 1 || count == 0) return Status::OK();
-  if (comm.shm() != nullptr)
-    return ShmAllreduce(*comm.shm(), buf, count, dtype, op,
-                        comm.config().small_allreduce_bytes);
   int64_t bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
   if (bytes < comm.config().small_allreduce_bytes || count < comm.size())
     return RecursiveDoublingAllreduce(comm, buf, count, dtype, op);
   return RingAllreduce(comm, buf, count, dtype, op);
-}
-
-Status ReduceScatter(Communicator& comm, void* buf,
-                     const std::vector<int64_t>& counts, DataType dtype,
-                     ReduceOp op) {
-  if (comm.size() == 1) return Status::OK();
-  if (comm.shm() != nullptr)
-    return ShmReduceScatter(*comm.shm(), buf, counts, dtype, op);
-  return RingReduceScatter(comm, buf, counts, dtype, op);
 }
 
 Status RingReduceScatter(Communicator& comm, void* buf,
@@ -135,13 +120,6 @@ Status RecursiveDoublingAllreduce(Communicator& comm, void* buf, int64_t count,
   return Status::OK();
 }
 
-Status Allgatherv(Communicator& comm, const void* send, void* recv,
-                  const std::vector<int64_t>& bytes) {
-  if (comm.shm() != nullptr)
-    return ShmAllgatherv(*comm.shm(), send, recv, bytes);
-  return RingAllgatherv(comm, send, recv, bytes);
-}
-
 Status RingAllgatherv(Communicator& comm, const void* send, void* recv,
                       const std::vector<int64_t>& bytes) {
   const int n = comm.size(), r = comm.rank();
@@ -159,10 +137,10 @@ Status RingAllgatherv(Communicator& comm, const void* send, void* recv,
   return Status::OK();
 }
 
-Status Broadcast(Communicator& comm, void* buf, int64_t bytes, int root) {
+Status BinomialBroadcast(Communicator& comm, void* buf, int64_t bytes,
+                         int root) {
   const int n = comm.size();
   if (n == 1 || bytes == 0) return Status::OK();
-  if (comm.shm() != nullptr) return ShmBroadcast(*comm.shm(), buf, bytes, root);
   const int v = Mod(comm.rank() - root, n);
   // Binomial tree: in round k, members [0, 2^k) send to [2^k, 2^(k+1)).
   int mask = 1;
@@ -180,13 +158,9 @@ Status Broadcast(Communicator& comm, void* buf, int64_t bytes, int root) {
   return Status::OK();
 }
 
-Status Alltoallv(Communicator& comm, const void* send,
-                 const std::vector<int64_t>& send_bytes, void* recv,
-                 const std::vector<int64_t>& recv_bytes,
-                 int64_t max_pair_bytes) {
-  if (comm.shm() != nullptr)
-    return ShmAlltoallv(*comm.shm(), send, send_bytes, recv, recv_bytes,
-                        max_pair_bytes);
+Status PairwiseAlltoallv(Communicator& comm, const void* send,
+                         const std::vector<int64_t>& send_bytes, void* recv,
+                         const std::vector<int64_t>& recv_bytes) {
   const int n = comm.size(), r = comm.rank();
   std::vector<int64_t> soff = Offsets(send_bytes), roff = Offsets(recv_bytes);
   const char* s = static_cast<const char*>(send);

@@ -1,7 +1,8 @@
-// The collective algorithms, as free functions over a Communicator. Every
-// member calls the same function with matching sizes (the coordinator has
-// already checked them). Results are bit-identical on every member: each
-// element is reduced in the same order everywhere.
+// The point-to-point collective algorithms, as free functions over a
+// Communicator: what TcpGroup runs. Every member calls the same function
+// with matching sizes (the coordinator has already checked them). Results
+// are bit-identical on every member: each element is reduced in the same
+// order everywhere.
 #ifndef HOROVOD_COLLECTIVES_COLLECTIVES_H_
 #define HOROVOD_COLLECTIVES_COLLECTIVES_H_
 
@@ -17,9 +18,6 @@ namespace horovod {
 // is the total.
 std::vector<int64_t> Offsets(const std::vector<int64_t>& sizes);
 
-// The entry points pick the algorithm: shared memory when the communicator
-// has a ShmGroup, else the TCP algorithms below them.
-
 // In place over `count` elements. op: Sum, Min, Max or Product. Picks
 // recursive doubling below config().small_allreduce_bytes, else the ring.
 Status Allreduce(Communicator& comm, void* buf, int64_t count, DataType dtype,
@@ -31,9 +29,6 @@ Status RecursiveDoublingAllreduce(Communicator& comm, void* buf, int64_t count,
 
 // Reduce-scatter in place: afterwards member i holds the full reduction of
 // block i (elements [offsets[i], offsets[i] + counts[i])) within `buf`.
-Status ReduceScatter(Communicator& comm, void* buf,
-                     const std::vector<int64_t>& counts, DataType dtype,
-                     ReduceOp op);
 Status RingReduceScatter(Communicator& comm, void* buf,
                          const std::vector<int64_t>& counts, DataType dtype,
                          ReduceOp op);
@@ -41,21 +36,19 @@ Status RingReduceScatter(Communicator& comm, void* buf,
 // Member i contributes bytes[i] bytes; `recv` receives all contributions
 // concatenated in member order. Our contribution is read from `send` (which
 // may already sit at its place inside `recv`).
-Status Allgatherv(Communicator& comm, const void* send, void* recv,
-                  const std::vector<int64_t>& bytes);
 Status RingAllgatherv(Communicator& comm, const void* send, void* recv,
                       const std::vector<int64_t>& bytes);
 
-// `root` is a member index.
-Status Broadcast(Communicator& comm, void* buf, int64_t bytes, int root);
+// Binomial tree from `root`, a member index.
+Status BinomialBroadcast(Communicator& comm, void* buf, int64_t bytes,
+                         int root);
 
 // send_bytes[i] go to member i, recv_bytes[i] come from member i; both
-// buffers are packed in member order. `max_pair_bytes` is the most any
-// member sends any other (the same value on every member).
-Status Alltoallv(Communicator& comm, const void* send,
-                 const std::vector<int64_t>& send_bytes, void* recv,
-                 const std::vector<int64_t>& recv_bytes,
-                 int64_t max_pair_bytes);
+// buffers are packed in member order. Step k exchanges with the members k
+// ahead and k behind.
+Status PairwiseAlltoallv(Communicator& comm, const void* send,
+                         const std::vector<int64_t>& send_bytes, void* recv,
+                         const std::vector<int64_t>& recv_bytes);
 
 }  // namespace horovod
 

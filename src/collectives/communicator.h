@@ -9,7 +9,6 @@
 #include <cstring>
 #include <vector>
 
-#include "transport/shm_group.h"
 #include "transport/transport.h"
 
 namespace horovod {
@@ -38,17 +37,14 @@ class Scratch {
 class Communicator {
  public:
   // `members` are global ranks in ascending order and must include ours.
-  // `shm`, when given, spans exactly the same members: the collectives then
-  // move data through shared memory instead of the transport.
   Communicator(Transport* transport, std::vector<int> members, Scratch* scratch,
-               AlgorithmConfig config, ShmGroup* shm = nullptr);
+               AlgorithmConfig config);
 
   int rank() const { return my_index_; }
   int size() const { return static_cast<int>(members_.size()); }
   int global_rank(int index) const { return members_[index]; }
   const AlgorithmConfig& config() const { return config_; }
   char* scratch(size_t bytes) { return scratch_->Get(bytes); }
-  ShmGroup* shm() const { return shm_; }
 
   // As Transport::SendRecv, with peers given as member indices.
   Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
@@ -61,7 +57,6 @@ class Communicator {
   int my_index_ = -1;
   Scratch* scratch_;
   AlgorithmConfig config_;
-  ShmGroup* shm_;
 };
 
 }  // namespace horovod

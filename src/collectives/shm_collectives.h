@@ -1,5 +1,6 @@
-// Collectives over a ShmGroup (all members on one host). Same contracts as
-// the TCP algorithms in collectives.h, with member indices of the group.
+// Collectives over a ShmGroup (all members on one host): what
+// ShmCollectiveGroup runs. Same contracts as CollectiveGroup's, with member
+// indices of the group.
 // Data larger than a region goes in rounds; every member computes the same
 // number of rounds from arguments they all share.
 #ifndef HOROVOD_COLLECTIVES_SHM_COLLECTIVES_H_
@@ -9,21 +10,10 @@
 
 #include <vector>
 
+#include "collectives/collective_group.h"
 #include "transport/shm_group.h"
 
 namespace horovod {
-
-// `count` elements at `data` that stand at element `offset` of a longer
-// run: one tensor of a fused response. The pieces of a run are in offset
-// order and cover it without gaps.
-struct Piece {
-  void* data;
-  int64_t offset;
-  int64_t count;
-  // Out of place: the operand is read from here, the result written to
-  // `data` (which is then not read before it is written). Null: in place.
-  const void* src = nullptr;
-};
 
 // In place. Below `small_bytes` every member reduces the whole vector from
 // every region (one barrier: latency-optimal); otherwise member i reduces

@@ -4,9 +4,10 @@
 #include <cstring>
 
 #include "collectives/adasum.h"
-#include "collectives/collectives.h"
+#include "collectives/hierarchical_group.h"
 #include "collectives/reduce.h"
-#include "collectives/shm_collectives.h"
+#include "collectives/shm_collective_group.h"
+#include "collectives/tcp_group.h"
 
 namespace horovod {
 namespace {
@@ -17,37 +18,7 @@ int64_t Product(const std::vector<int64_t>& v, size_t from = 0) {
   return n;
 }
 
-// How a communicator moves data, as timeline activities name it.
-std::string TransportPrefix(const Communicator& comm) {
-  return comm.shm() != nullptr ? "SHM_" : comm.size() == 1 ? "LOCAL_" : "TCP_";
-}
-
 bool Is(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
-
-// Whether two present entries share memory. Reduced where they lie, the
-// later one would read the earlier one's result as its input (in a later
-// round); through the fusion buffer each is read before any is written.
-bool AnyOverlap(const std::vector<TensorEntry>& entries,
-                const std::vector<bool>& present,
-                std::vector<std::pair<const char*, const char*>>* ranges) {
-  ranges->clear();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (!present[i]) continue;
-    const TensorView& t = entries[i].tensor;
-    const size_t bytes = t.NumBytes();
-    if (bytes == 0) continue;
-    for (const void* p : {static_cast<const void*>(t.data), t.input})
-      if (p != nullptr) {
-        const char* begin = static_cast<const char*>(p);
-        ranges->emplace_back(begin, begin + bytes);
-      }
-  }
-  if (ranges->size() < 2) return false;
-  std::sort(ranges->begin(), ranges->end());
-  for (size_t i = 1; i < ranges->size(); ++i)
-    if ((*ranges)[i].first < (*ranges)[i - 1].second) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -97,12 +68,16 @@ Status Executor::ShmFor(const std::vector<int>& members, ShmGroup** group) {
   return Status::OK();
 }
 
-Status Executor::MakeComm(const std::vector<int>& members,
-                          std::unique_ptr<Communicator>* comm) {
+Status Executor::MakeGroup(const std::vector<int>& members,
+                           std::unique_ptr<CollectiveGroup>* group) {
   ShmGroup* shm;
   HVD_RETURN_IF_ERROR(ShmFor(members, &shm));
-  *comm = std::make_unique<Communicator>(transport_, members, &algo_scratch_,
-                                         algo_, shm);
+  if (shm != nullptr)
+    *group = std::make_unique<ShmCollectiveGroup>(shm, algo_, &fusion_buffer_);
+  else
+    *group = std::make_unique<TcpGroup>(
+        Communicator(transport_, members, &algo_scratch_, algo_),
+        &fusion_buffer_);
   return Status::OK();
 }
 
@@ -119,15 +94,20 @@ Status Executor::PlanFor(int process_set, Plan** out) {
       std::find(members.begin(), members.end(), me) == members.end())
     return Status::OK();
   Plan plan;
-  HVD_RETURN_IF_ERROR(MakeComm(members, &plan.all));
+  HVD_RETURN_IF_ERROR(MakeGroup(members, &plan.group));
   if (hierarchical_allreduce_ && hosts_.size() > static_cast<size_t>(me)) {
     HostSplit split = SplitByHost(members, hosts_, me);
     if (split.useful) {
-      HVD_RETURN_IF_ERROR(MakeComm(split.local, &plan.local));
-      if (split.leader)
-        HVD_RETURN_IF_ERROR(MakeComm(split.leaders, &plan.cross));
+      std::unique_ptr<CollectiveGroup> local, cross;
+      HVD_RETURN_IF_ERROR(MakeGroup(split.local, &local));
+      if (split.leader) HVD_RETURN_IF_ERROR(MakeGroup(split.leaders, &cross));
+      plan.group = std::make_unique<HierarchicalGroup>(
+          std::move(local), std::move(cross), std::move(plan.group),
+          &fusion_buffer_);
     }
   }
+  plan.p2p = std::make_unique<Communicator>(transport_, members, &algo_scratch_,
+                                            algo_);
   *out = &plans_.emplace(process_set, std::move(plan)).first->second;
   return Status::OK();
 }
@@ -137,9 +117,9 @@ void Executor::Mark(const Response& r, const char* activity) {
   for (const std::string& name : r.names) timeline_->Activity(name, activity);
 }
 
-void Executor::MarkTransfer(const Response& r, const Communicator& comm) {
+void Executor::MarkTransfer(const Response& r, const CollectiveGroup& g) {
   if (timeline_ == nullptr || !timeline_->active()) return;
-  const std::string phase = TransportPrefix(comm) + UpperOpName(r.op);
+  const std::string phase = g.kind() + UpperOpName(r.op);
   for (const std::string& name : r.names) timeline_->Activity(name, phase);
 }
 
@@ -208,18 +188,18 @@ Status Executor::Execute(const Response& r) {
   Plan* plan;
   HVD_RETURN_IF_ERROR(PlanFor(r.process_set, &plan));
   if (plan == nullptr) return Status::OK();  // not ours to run
-  Communicator& comm = *plan->all;
+  CollectiveGroup& g = *plan->group;
   switch (static_cast<OpType>(r.op)) {
     case OpType::kAllreduce:
       return Allreduce(r, *plan);
     case OpType::kAllgather:
-      return Allgather(r, comm);
+      return Allgather(r, g);
     case OpType::kBroadcast:
-      return Broadcast(r, comm);
+      return Broadcast(r, g);
     case OpType::kAlltoall:
-      return Alltoall(r, comm);
+      return Alltoall(r, g);
     case OpType::kReducescatter:
-      return Reducescatter(r, comm);
+      return Reducescatter(r, g);
     case OpType::kBarrier: {
       TensorEntry e;
       if (queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
@@ -233,136 +213,78 @@ Status Executor::Execute(const Response& r) {
 
 Status Executor::Allreduce(const Response& r, Plan& plan) {
   queue_->TakeMany(r.process_set, r.names, &entries_, &present_);
-  const ReduceOp op =
-      r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : r.reduce_op;
-  double post = r.postscale;
-  if (r.reduce_op == ReduceOp::kAverage) post /= plan.all->size();
-  // Shared memory reads and writes the tensors where they lie; the other
-  // algorithms (Adasum among them) want one contiguous buffer.
-  Status st = plan.all->shm() != nullptr && plan.local == nullptr &&
-                      r.reduce_op != ReduceOp::kAdasum &&
-                      !AnyOverlap(entries_, present_, &ranges_)
-                  ? AllreduceInPlace(r, *plan.all, op, post)
-                  : AllreduceBuffered(r, plan, op, post);
-  for (size_t i = 0; i < r.names.size(); ++i)
-    if (present_[i]) Done(entries_[i], st);
-  entries_.clear();  // keeps the capacity, releases the handles
-  return st;
-}
-
-Status Executor::AllreduceInPlace(const Response& r, Communicator& comm,
-                                  ReduceOp op, double post) {
   const size_t n = r.names.size();
   const size_t esize = DataTypeSize(r.dtype);
   // A joined rank contributes zeros for the tensors it lacks, each in its
-  // own stretch of the fusion buffer (they are reduced into, so they must
-  // not overlap).
+  // own stretch (they may be reduced into, so they must not overlap).
   int64_t missing = 0;
   for (size_t i = 0; i < n; ++i)
     if (!present_[i]) missing += Product(r.shapes[i]);
   char* zeros = nullptr;
   if (missing > 0) {
-    zeros = fusion_buffer_.Get(static_cast<size_t>(missing) * esize);
+    zeros = zeros_.Get(static_cast<size_t>(missing) * esize);
     std::memset(zeros, 0, static_cast<size_t>(missing) * esize);
   }
   pieces_.clear();
+  counts_.clear();
   int64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
     const int64_t count = Product(r.shapes[i]);
-    void* data = present_[i] ? entries_[i].tensor.data : zeros;
-    const void* src = present_[i] ? entries_[i].tensor.input : nullptr;
-    if (!present_[i]) zeros += count * esize;
-    // A prescaled operand is scaled where the result goes.
-    if (src != nullptr && r.prescale != 1.0) {
-      std::memcpy(data, src, static_cast<size_t>(count) * esize);
-      src = nullptr;
+    if (present_[i])
+      pieces_.push_back(
+          {entries_[i].tensor.data, offset, count, entries_[i].tensor.input});
+    else {
+      pieces_.push_back({zeros, offset, count});
+      zeros += count * esize;
     }
-    pieces_.push_back({data, offset, count, src});
+    counts_.push_back(count);
     offset += count;
   }
-  for (const Piece& p : pieces_)
-    ScaleBuffer(p.data, p.count, r.dtype, r.prescale);
-  MarkTransfer(r, comm);
-  return ShmAllreduce(*comm.shm(), pieces_.data(), pieces_.size(), r.dtype, op,
-                      comm.config().small_allreduce_bytes, post);
-}
-
-Status Executor::AllreduceBuffered(const Response& r, Plan& plan, ReduceOp op,
-                                   double post) {
-  const size_t n = r.names.size();
-  const size_t esize = DataTypeSize(r.dtype);
-  int64_t total = 0;
-  for (size_t i = 0; i < n; ++i) total += Product(r.shapes[i]);
-  // A single tensor is reduced where it lies; several (or a joined rank's
-  // zeros) go through the persistent fusion buffer.
-  char* buf;
-  const bool in_place = n == 1 && present_[0];
-  if (in_place) {
-    const TensorView& t = entries_[0].tensor;
-    buf = static_cast<char*>(t.data);
-    if (t.input != nullptr) std::memcpy(buf, t.input, t.NumBytes());
-  } else {
-    Mark(r, "MEMCPY_IN_FUSION_BUFFER");
-    buf = fusion_buffer_.Get(static_cast<size_t>(total) * esize);
-    size_t off = 0;
-    for (size_t i = 0; i < n; ++i) {
-      size_t bytes = static_cast<size_t>(Product(r.shapes[i])) * esize;
-      if (present_[i]) {
-        const TensorView& t = entries_[i].tensor;
-        std::memcpy(buf + off, t.input != nullptr ? t.input : t.data, bytes);
-      } else
-        std::memset(buf + off, 0, bytes);
-      off += bytes;
-    }
+  ReduceArgs args{r.dtype, r.reduce_op, r.prescale, r.postscale};
+  if (r.reduce_op == ReduceOp::kAverage) {
+    args.op = ReduceOp::kSum;
+    args.postscale /= plan.group->size();
   }
-  ScaleBuffer(buf, total, r.dtype, r.prescale);
+  PhaseFn phase = [&](const std::string& activity) {
+    Mark(r, activity.c_str());
+  };
+  const PhaseFn* on_phase =
+      timeline_ != nullptr && timeline_->active() ? &phase : nullptr;
+  Status st;
   if (r.reduce_op == ReduceOp::kAdasum) {
     // Over every member through the transport, even on one host: its
     // combination needs each tensor's whole vectors, not shared pieces.
-    Mark(r, plan.all->size() == 1 ? "LOCAL_ADASUM" : "TCP_ADASUM");
-    counts_.clear();
-    for (size_t i = 0; i < n; ++i) counts_.push_back(Product(r.shapes[i]));
-    HVD_RETURN_IF_ERROR(AdasumAllreduce(*plan.all, buf, counts_, r.dtype));
-  } else if (plan.local != nullptr) {
-    // Timeline activities such as SHM_HOST_ALLREDUCE, TCP_CROSS_ALLREDUCE.
-    PhaseFn phase = [&](const char* name, const Communicator& c) {
-      Mark(r, (TransportPrefix(c) + name).c_str());
-    };
-    HVD_RETURN_IF_ERROR(HierarchicalAllreduce(
-        *plan.local, plan.cross.get(), buf, total, r.dtype, op,
-        timeline_ != nullptr && timeline_->active() ? &phase : nullptr));
+    Communicator& p2p = *plan.p2p;
+    st = AllreducePacked(
+        pieces_.data(), n, args, &fusion_buffer_, on_phase,
+        [&](char* buf, int64_t) {
+          Mark(r, p2p.size() == 1 ? "LOCAL_ADASUM" : "TCP_ADASUM");
+          return AdasumAllreduce(p2p, buf, counts_, r.dtype);
+        });
   } else {
-    MarkTransfer(r, *plan.all);
-    HVD_RETURN_IF_ERROR(horovod::Allreduce(*plan.all, buf, total, r.dtype, op));
+    st = plan.group->Allreduce(pieces_.data(), n, args, on_phase);
   }
-  ScaleBuffer(buf, total, r.dtype, post);
-  if (!in_place) {
-    Mark(r, "MEMCPY_OUT_FUSION_BUFFER");
-    size_t off = 0;
-    for (size_t i = 0; i < n; ++i) {
-      size_t bytes = static_cast<size_t>(Product(r.shapes[i])) * esize;
-      if (present_[i]) std::memcpy(entries_[i].tensor.data, buf + off, bytes);
-      off += bytes;
-    }
-  }
-  return Status::OK();
+  for (size_t i = 0; i < n; ++i)
+    if (present_[i]) Done(entries_[i], st);
+  entries_.clear();  // keeps the capacity, releases the handles
+  return st;
 }
 
-Status Executor::Allgather(const Response& r, Communicator& comm) {
+Status Executor::Allgather(const Response& r, CollectiveGroup& g) {
   TensorEntry e;
   if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
     return Status::OK();
   const std::vector<int64_t>& shape = e.tensor.shape;
   const int64_t row = Product(shape, 1) * DataTypeSize(r.dtype);
-  std::vector<int64_t> bytes(comm.size());
+  std::vector<int64_t> bytes(g.size());
   int64_t rows = 0;
-  for (int m = 0; m < comm.size(); ++m) {
+  for (int m = 0; m < g.size(); ++m) {
     bytes[m] = r.sizes[m] * row;
     rows += r.sizes[m];
   }
   auto out = std::make_shared<Buffer>(static_cast<size_t>(rows * row));
-  MarkTransfer(r, comm);
-  Status st = Allgatherv(comm, e.tensor.data, out->data(), bytes);
+  MarkTransfer(r, g);
+  Status st = g.Allgatherv(e.tensor.data, out->data(), bytes);
   e.handle->output = out;
   e.handle->output_shape = shape;
   e.handle->output_shape[0] = rows;
@@ -370,25 +292,25 @@ Status Executor::Allgather(const Response& r, Communicator& comm) {
   return st;
 }
 
-Status Executor::Broadcast(const Response& r, Communicator& comm) {
+Status Executor::Broadcast(const Response& r, CollectiveGroup& g) {
   TensorEntry e;
   if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
     return Status::OK();
   int root = 0;
-  for (int m = 0; m < comm.size(); ++m)
-    if (comm.global_rank(m) == r.root) root = m;
-  MarkTransfer(r, comm);
-  Status st = horovod::Broadcast(
-      comm, e.tensor.data, static_cast<int64_t>(e.tensor.NumBytes()), root);
+  for (int m = 0; m < g.size(); ++m)
+    if (g.global_rank(m) == r.root) root = m;
+  MarkTransfer(r, g);
+  Status st = g.Broadcast(e.tensor.data,
+                          static_cast<int64_t>(e.tensor.NumBytes()), root);
   Done(e, st);
   return st;
 }
 
-Status Executor::Alltoall(const Response& r, Communicator& comm) {
+Status Executor::Alltoall(const Response& r, CollectiveGroup& g) {
   TensorEntry e;
   if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
     return Status::OK();
-  const int n = comm.size(), me = comm.rank();
+  const int n = g.size(), me = g.rank();
   const int64_t row = Product(e.tensor.shape, 1) * DataTypeSize(r.dtype);
   std::vector<int64_t> send(n), recv(n), splits(n);
   int64_t rows = 0;
@@ -401,9 +323,9 @@ Status Executor::Alltoall(const Response& r, Communicator& comm) {
     rows += splits[m];
   }
   auto out = std::make_shared<Buffer>(static_cast<size_t>(rows * row));
-  MarkTransfer(r, comm);
-  Status st = Alltoallv(comm, e.tensor.data, send, out->data(), recv,
-                        max_pair_rows * row);
+  MarkTransfer(r, g);
+  Status st =
+      g.Alltoallv(e.tensor.data, send, out->data(), recv, max_pair_rows * row);
   e.handle->output = out;
   e.handle->output_shape = e.tensor.shape;
   e.handle->output_shape[0] = rows;
@@ -412,11 +334,11 @@ Status Executor::Alltoall(const Response& r, Communicator& comm) {
   return st;
 }
 
-Status Executor::Reducescatter(const Response& r, Communicator& comm) {
+Status Executor::Reducescatter(const Response& r, CollectiveGroup& g) {
   TensorEntry e;
   if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
     return Status::OK();
-  const int n = comm.size(), me = comm.rank();
+  const int n = g.size(), me = g.rank();
   const std::vector<int64_t>& shape = e.tensor.shape;
   const int64_t dim0 = shape.empty() ? 1 : shape[0];
   const int64_t row_elems = Product(shape, 1);
@@ -435,9 +357,9 @@ Status Executor::Reducescatter(const Response& r, Communicator& comm) {
       r.reduce_op == ReduceOp::kAverage ? ReduceOp::kSum : r.reduce_op;
   double post = r.postscale;
   if (r.reduce_op == ReduceOp::kAverage) post /= n;
-  MarkTransfer(r, comm);
+  MarkTransfer(r, g);
   ScaleBuffer(buf, total, r.dtype, r.prescale);
-  Status st = ReduceScatter(comm, buf, counts, r.dtype, op);
+  Status st = g.ReduceScatter(buf, counts, r.dtype, op);
   char* mine = buf + my_offset * esize;
   ScaleBuffer(mine, counts[me], r.dtype, post);
   auto out = std::make_shared<Buffer>(static_cast<size_t>(counts[me]) * esize);

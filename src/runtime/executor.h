@@ -16,14 +16,14 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/collective_group.h"
 #include "collectives/communicator.h"
-#include "collectives/hierarchical_allreduce.h"
-#include "collectives/shm_collectives.h"
 #include "common/knobs.h"
 #include "coordination/message.h"
 #include "runtime/process_set_table.h"
 #include "runtime/tensor_queue.h"
 #include "timeline/timeline.h"
+#include "transport/shm_group.h"
 #include "transport/transport.h"
 
 namespace horovod {
@@ -61,36 +61,31 @@ class Executor {
   // How this rank runs one process set's collectives, built on its first
   // use and dropped when the set is added or removed again.
   struct Plan {
-    std::unique_ptr<Communicator> all;    // every member
-    std::unique_ptr<Communicator> local;  // hierarchical: members on our host
-    std::unique_ptr<Communicator> cross;  // hierarchical, leaders: one a host
+    std::unique_ptr<CollectiveGroup> group;  // every collective but Adasum
+    std::unique_ptr<Communicator> p2p;       // Adasum: pairs over the transport
   };
   // *plan is null when we are not a member of the set (or it is unknown).
   // Fails only when creating a shared-memory group does.
   Status PlanFor(int process_set, Plan** plan);
-  Status MakeComm(const std::vector<int>& members,
-                  std::unique_ptr<Communicator>* comm);
+  // The one place that decides how `members` move data: shared memory when
+  // they share a host (and may), else the transport.
+  Status MakeGroup(const std::vector<int>& members,
+                   std::unique_ptr<CollectiveGroup>* group);
   // The shared-memory group over `members`, if they can have one.
   Status ShmFor(const std::vector<int>& members, ShmGroup** group);
 
-  // Takes the response's entries, runs one of the two below, completes.
+  // Takes the response's entries, reduces them, completes them.
   Status Allreduce(const Response& r, Plan& plan);
-  // Over shared memory: the tensors are reduced where they lie.
-  Status AllreduceInPlace(const Response& r, Communicator& comm, ReduceOp op,
-                          double post);
-  // Through the fusion buffer (unless a single tensor): TCP, hierarchical.
-  Status AllreduceBuffered(const Response& r, Plan& plan, ReduceOp op,
-                           double post);
-  Status Allgather(const Response& r, Communicator& comm);
-  Status Broadcast(const Response& r, Communicator& comm);
-  Status Alltoall(const Response& r, Communicator& comm);
-  Status Reducescatter(const Response& r, Communicator& comm);
+  Status Allgather(const Response& r, CollectiveGroup& g);
+  Status Broadcast(const Response& r, CollectiveGroup& g);
+  Status Alltoall(const Response& r, CollectiveGroup& g);
+  Status Reducescatter(const Response& r, CollectiveGroup& g);
   void Finish(TensorEntry& e, const Status& s);
   // Moves every tensor of `r` to timeline activity `activity`.
   void Mark(const Response& r, const char* activity);
   // The activity of moving data for `r`: transport and op, e.g.
   // SHM_ALLREDUCE.
-  void MarkTransfer(const Response& r, const Communicator& comm);
+  void MarkTransfer(const Response& r, const CollectiveGroup& g);
   void Done(TensorEntry& e, const Status& s);
 
   Transport* transport_;
@@ -110,13 +105,13 @@ class Executor {
   std::map<int, Plan> plans_;
   Scratch algo_scratch_;   // algorithm temporaries
   Scratch fusion_buffer_;  // packed tensors of a fused response
+  Scratch zeros_;          // a joined rank's stand-ins for missing tensors
   std::vector<TensorEntry> broken_;
   // Reused by Allreduce for the entries of a response.
   std::vector<TensorEntry> entries_;
   std::vector<bool> present_;
   std::vector<Piece> pieces_;
   std::vector<int64_t> counts_;  // elements per tensor, for Adasum
-  std::vector<std::pair<const char*, const char*>> ranges_;  // AnyOverlap
 };
 
 }  // namespace horovod

@@ -1,7 +1,9 @@
-// Transport: ordered byte streams between every pair of ranks, the seam the
-// collective algorithms are written against. Implementations: TcpTransport
-// (sockets), LoopbackTransport (threads in one process, for tests); shared
-// memory plugs in here too.
+// Transport: ordered byte streams between every pair of ranks, what the
+// point-to-point collective algorithms (TcpGroup) are written against.
+// Implementations: TcpTransport (sockets), LoopbackTransport (threads in one
+// process, for tests). Shared memory is not a Transport: its collectives read
+// the peers' memory directly (ShmCollectiveGroup); the two meet one level up,
+// at CollectiveGroup.
 //
 // Messages between a pair are delivered in order and are not tagged: every
 // rank runs the same collectives in the same order (the coordinator ensures

@@ -1,20 +1,23 @@
-// Every algorithm at world sizes 1..8, for counts 0, 1, odd, ring-chunk
+// Every collective at world sizes 1..8, for counts 0, 1, odd, ring-chunk
 // boundaries +-1 and large, every dtype and op, against a sequential
-// reference; once over the in-process loopback transport and once through a
-// shared-memory group (threads map each other's segments, with regions small
+// reference; through both CollectiveGroup implementations: TcpGroup over the
+// in-process loopback transport (and its algorithms one by one), and
+// ShmCollectiveGroup (threads map each other's segments, with regions small
 // enough that large inputs take many rounds). Inputs are small integers, so
 // floating-point results are exact and compared bitwise.
 #include "collectives/collectives.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <thread>
 
 #include "collectives/reduce.h"
-#include "collectives/shm_collectives.h"
+#include "collectives/shm_collective_group.h"
+#include "collectives/tcp_group.h"
 #include "loopback_ranks.h"
 #include "test_data.h"
 #include "transport/loopback_transport.h"
@@ -35,32 +38,58 @@ class Collectives : public ::testing::TestWithParam<Backend> {
   void SetUp() override { g_backend = GetParam(); }
 };
 
-// Runs fn(comm) on `n` threads, one per rank.
-void RunRanks(int n, const std::function<void(Communicator&)>& fn) {
+// Runs fn(group, comm) on `n` threads, one per rank: the group of the
+// backend under test, and the point-to-point view of the same members.
+void RunRanks(int n,
+              const std::function<void(CollectiveGroup&, Communicator&)>& fn,
+              int64_t small_bytes = 256) {
   RunLoopbackRanks(
       n, [&](LoopbackTransport& t, const std::vector<int>& members) {
-        Scratch scratch;
+        Scratch scratch, fusion;
         AlgorithmConfig cfg;
         cfg.ring_chunk_bytes = kChunkBytes;
-        cfg.small_allreduce_bytes = 256;
+        cfg.small_allreduce_bytes = small_bytes;
+        Communicator comm(&t, members, &scratch, cfg);
         std::unique_ptr<ShmGroup> shm;
+        std::unique_ptr<CollectiveGroup> group;
         if (g_backend == Backend::kShm && n > 1) {
           ShmConfig sc;
           sc.region_bytes = kShmRegionBytes;
           sc.timeout_s = 60;
           ASSERT_TRUE(ShmGroup::Create(&t, members, {}, sc, &shm).ok());
           ASSERT_NE(shm, nullptr);
+          group = std::make_unique<ShmCollectiveGroup>(shm.get(), cfg, &fusion);
+        } else {
+          group = std::make_unique<TcpGroup>(comm, &fusion);
         }
-        Communicator comm(&t, members, &scratch, cfg, shm.get());
-        fn(comm);
+        fn(*group, comm);
       });
 }
 
-using AllreduceFn = Status (*)(Communicator&, void*, int64_t, DataType,
-                               ReduceOp);
+// The group's own allreduce, or one of the point-to-point algorithms.
+enum class Algo { kGroup, kRing, kRecursiveDoubling };
 
-void CheckAllreduce(AllreduceFn fn, int n, int64_t count, DataType t,
-                    ReduceOp op) {
+Status RunAllreduce(Algo a, CollectiveGroup& g, Communicator& c, void* buf,
+                    int64_t count, DataType t, ReduceOp op) {
+  switch (a) {
+    case Algo::kRing:
+      return RingAllreduce(c, buf, count, t, op);
+    case Algo::kRecursiveDoubling:
+      return RecursiveDoublingAllreduce(c, buf, count, t, op);
+    default:
+      return g.Allreduce(buf, count, t, op);
+  }
+}
+
+// The algorithms worth running for the backend under test: the
+// point-to-point ones only once, with the transport.
+std::vector<Algo> Algos(bool with_recursive_doubling = true) {
+  if (g_backend == Backend::kShm) return {Algo::kGroup};
+  if (!with_recursive_doubling) return {Algo::kGroup, Algo::kRing};
+  return {Algo::kGroup, Algo::kRing, Algo::kRecursiveDoubling};
+}
+
+void CheckAllreduce(Algo fn, int n, int64_t count, DataType t, ReduceOp op) {
   bool tiny = op == ReduceOp::kProduct;
   std::vector<char> want = Fill(t, count, 0, tiny);
   for (int r = 1; r < n; ++r) {
@@ -68,9 +97,10 @@ void CheckAllreduce(AllreduceFn fn, int n, int64_t count, DataType t,
     ReduceInto(want.data(), in.data(), count, t, op);
   }
   std::vector<std::vector<char>> got(n);
-  RunRanks(n, [&](Communicator& c) {
+  RunRanks(n, [&](CollectiveGroup& g, Communicator& c) {
     got[c.rank()] = Fill(t, count, c.rank(), tiny);
-    ASSERT_TRUE(fn(c, got[c.rank()].data(), count, t, op).ok());
+    ASSERT_TRUE(
+        RunAllreduce(fn, g, c, got[c.rank()].data(), count, t, op).ok());
   });
   for (int r = 0; r < n; ++r)
     ASSERT_EQ(got[r], want)
@@ -91,9 +121,7 @@ TEST_P(Collectives, AllreduceEveryDtypeOpAndWorldSize) {
     for (DataType t : kAllTypes)
       for (ReduceOp op : kOps)
         for (int64_t count : {0, 1, 7})
-          for (AllreduceFn fn :
-               {&Allreduce, &RingAllreduce, &RecursiveDoublingAllreduce})
-            CheckAllreduce(fn, n, count, t, op);
+          for (Algo fn : Algos()) CheckAllreduce(fn, n, count, t, op);
 }
 
 TEST_P(Collectives, AllreduceChunkBoundariesAndLargeCounts) {
@@ -101,10 +129,9 @@ TEST_P(Collectives, AllreduceChunkBoundariesAndLargeCounts) {
   for (int n : {2, 3, 5, 8})
     for (int64_t count :
          {n * per_chunk - 1, n * per_chunk, n * per_chunk + 1, int64_t(100003)})
-      for (AllreduceFn fn :
-           {&Allreduce, &RingAllreduce, &RecursiveDoublingAllreduce})
+      for (Algo fn : Algos())
         CheckAllreduce(fn, n, count, DataType::kFloat32, ReduceOp::kSum);
-  for (AllreduceFn fn : {&Allreduce, &RingAllreduce}) {
+  for (Algo fn : Algos(false)) {
     CheckAllreduce(fn, 4, 5000, DataType::kFloat16, ReduceOp::kSum);
     CheckAllreduce(fn, 3, 5000, DataType::kInt64, ReduceOp::kMax);
     CheckAllreduce(fn, 2, 3001, DataType::kBFloat16, ReduceOp::kProduct);
@@ -119,9 +146,9 @@ TEST_P(Collectives, AllgathervUnevenIncludingEmpty) {
     int64_t total = 0;
     for (int64_t b : bytes) total += b;
     std::vector<std::vector<char>> got(n, std::vector<char>(total));
-    RunRanks(n, [&](Communicator& c) {
-      std::vector<char> mine(bytes[c.rank()], char('a' + c.rank()));
-      ASSERT_TRUE(Allgatherv(c, mine.data(), got[c.rank()].data(), bytes).ok());
+    RunRanks(n, [&](CollectiveGroup& g, Communicator&) {
+      std::vector<char> mine(bytes[g.rank()], char('a' + g.rank()));
+      ASSERT_TRUE(g.Allgatherv(mine.data(), got[g.rank()].data(), bytes).ok());
     });
     std::vector<char> want;
     for (int r = 0; r < n; ++r)
@@ -135,9 +162,9 @@ TEST_P(Collectives, BroadcastEveryRoot) {
     for (int root = 0; root < n; ++root)
       for (int64_t len : {0, 1, 9999}) {
         std::vector<std::vector<char>> got(n);
-        RunRanks(n, [&](Communicator& c) {
-          got[c.rank()].assign(len, char(c.rank()));
-          ASSERT_TRUE(Broadcast(c, got[c.rank()].data(), len, root).ok());
+        RunRanks(n, [&](CollectiveGroup& g, Communicator&) {
+          got[g.rank()].assign(len, char(g.rank()));
+          ASSERT_TRUE(g.Broadcast(got[g.rank()].data(), len, root).ok());
         });
         for (int r = 0; r < n; ++r)
           EXPECT_EQ(got[r], std::vector<char>(len, char(root)));
@@ -148,8 +175,8 @@ TEST_P(Collectives, AlltoallvUnevenSplits) {
   for (int n = 1; n <= 8; ++n) {
     // Rank s sends (s + d) % 3 * 1000 bytes of value s*16+d to rank d.
     std::vector<std::vector<char>> got(n);
-    RunRanks(n, [&](Communicator& c) {
-      int s = c.rank();
+    RunRanks(n, [&](CollectiveGroup& g, Communicator&) {
+      int s = g.rank();
       std::vector<int64_t> send(n), recv(n);
       std::vector<char> out;
       for (int d = 0; d < n; ++d) {
@@ -161,7 +188,7 @@ TEST_P(Collectives, AlltoallvUnevenSplits) {
       for (int64_t b : recv) total += b;
       got[s].resize(total);
       ASSERT_TRUE(
-          Alltoallv(c, out.data(), send, got[s].data(), recv, n > 1 ? 2000 : 0)
+          g.Alltoallv(out.data(), send, got[s].data(), recv, n > 1 ? 2000 : 0)
               .ok());
     });
     for (int d = 0; d < n; ++d) {
@@ -185,10 +212,10 @@ TEST_P(Collectives, ReduceScatterUnevenBlocks) {
                  ReduceOp::kSum);
     }
     std::vector<std::vector<char>> got(n);
-    RunRanks(n, [&](Communicator& c) {
-      got[c.rank()] = Fill(DataType::kInt32, total, c.rank(), false);
-      ASSERT_TRUE(ReduceScatter(c, got[c.rank()].data(), counts,
-                                DataType::kInt32, ReduceOp::kSum)
+    RunRanks(n, [&](CollectiveGroup& g, Communicator&) {
+      got[g.rank()] = Fill(DataType::kInt32, total, g.rank(), false);
+      ASSERT_TRUE(g.ReduceScatter(got[g.rank()].data(), counts,
+                                  DataType::kInt32, ReduceOp::kSum)
                       .ok());
     });
     int64_t off = 0;
@@ -209,45 +236,77 @@ INSTANTIATE_TEST_SUITE_P(Backends, Collectives,
                                       : std::string("Transport");
                          });
 
-// A fused response's tensors, reduced where they lie: the run is cut into
-// uneven pieces (some empty, some a single element) living in separate
-// buffers; every member must end with the reduction of the whole run.
+// How the pieces of a run are laid out in CheckPieces.
+enum class Layout {
+  kInPlace,     // each piece its own buffer, operand and result
+  kOutOfPlace,  // operands read from separate sources
+  kOverlap,     // two pieces are the same memory (a tensor fused twice)
+};
+
+// A fused response's tensors through the group's allreduce: the run is cut
+// into uneven pieces (some empty, some a single element) living in separate
+// buffers; every member must end with the scaled reduction of the whole run.
 void CheckPieces(int n, int64_t count, DataType t, ReduceOp op,
-                 int64_t small_bytes, double post) {
+                 int64_t small_bytes, double pre, double post, Layout layout) {
   bool tiny = op == ReduceOp::kProduct;
-  std::vector<char> want = Fill(t, count, 0, tiny);
+  if (t == DataType::kBool) pre = post = 1.0;  // bool is never scaled
+  auto operand = [&](int r) {
+    std::vector<char> v = Fill(t, count, r, tiny);
+    ScaleBuffer(v.data(), count, t, pre);
+    return v;
+  };
+  std::vector<char> want = operand(0);
   for (int r = 1; r < n; ++r)
-    ReduceInto(want.data(), Fill(t, count, r, tiny).data(), count, t, op);
-  if (t == DataType::kBool) post = 1.0;  // bool is never scaled
+    ReduceInto(want.data(), operand(r).data(), count, t, op);
   ScaleBuffer(want.data(), count, t, post);
   const size_t esize = DataTypeSize(t);
   std::vector<int64_t> cuts = {0};
   for (int64_t len = 0; cuts.back() < count; len = (len * 7 + 3) % 1500)
     cuts.push_back(std::min(count, cuts.back() + len));
   std::vector<std::vector<char>> got(n);
-  RunRanks(n, [&](Communicator& c) {
-    const int r = c.rank();
-    std::vector<char> mine = Fill(t, count, r, tiny);
-    std::vector<std::vector<char>> bufs;
-    std::vector<Piece> pieces;
-    for (size_t k = 1; k < cuts.size(); ++k)
-      bufs.emplace_back(mine.begin() + cuts[k - 1] * esize,
-                        mine.begin() + cuts[k] * esize);
-    for (size_t k = 0; k < bufs.size(); ++k)
-      pieces.push_back({bufs[k].data(), cuts[k], cuts[k + 1] - cuts[k]});
-    ASSERT_TRUE(ShmAllreduce(*c.shm(), pieces.data(), pieces.size(), t, op,
-                             small_bytes, post)
-                    .ok());
-    for (auto& b : bufs) got[r].insert(got[r].end(), b.begin(), b.end());
-  });
+  RunRanks(
+      n,
+      [&](CollectiveGroup& g, Communicator&) {
+        const int r = g.rank();
+        std::vector<char> mine = Fill(t, count, r, tiny);
+        std::vector<std::vector<char>> bufs, srcs;
+        std::vector<Piece> pieces;
+        for (size_t k = 1; k < cuts.size(); ++k) {
+          std::vector<char> part(mine.begin() + cuts[k - 1] * esize,
+                                 mine.begin() + cuts[k] * esize);
+          if (layout == Layout::kOutOfPlace) {
+            srcs.push_back(part);
+            // Garbage where the result goes: it must not be read.
+            std::fill(part.begin(), part.end(), char(0x5a));
+          }
+          bufs.push_back(std::move(part));
+        }
+        for (size_t k = 0; k < bufs.size(); ++k)
+          pieces.push_back({bufs[k].data(), cuts[k], cuts[k + 1] - cuts[k],
+                            srcs.empty() ? nullptr : srcs[k].data()});
+        if (layout == Layout::kOverlap) {
+          // The same tensor fused twice: the run ends with a second piece
+          // over the largest piece's memory. Both results are that piece's
+          // reduction, so the buffers must still hold `want`.
+          const Piece big = *std::max_element(
+              pieces.begin(), pieces.end(),
+              [](const Piece& a, const Piece& b) { return a.count < b.count; });
+          pieces.push_back({big.data, count, big.count});
+        }
+        ASSERT_TRUE(g.Allreduce(pieces.data(), pieces.size(),
+                                ReduceArgs{t, op, pre, post})
+                        .ok());
+        for (auto& b : bufs) got[r].insert(got[r].end(), b.begin(), b.end());
+      },
+      small_bytes);
   for (int r = 0; r < n; ++r)
-    ASSERT_EQ(got[r], want) << "rank " << r << " n=" << n << " count=" << count
-                            << " dtype=" << DataTypeName(t)
-                            << " op=" << ReduceOpName(op) << " post=" << post;
+    ASSERT_EQ(got[r], want)
+        << "rank " << r << " n=" << n << " count=" << count
+        << " dtype=" << DataTypeName(t) << " op=" << ReduceOpName(op)
+        << " pre=" << pre << " post=" << post;
 }
 
-TEST(SharedMemory, AllreduceOverPiecesInPlace) {
-  g_backend = Backend::kShm;
+TEST_P(Collectives, AllreduceOverPieces) {
   for (int n : {2, 3, 5})
     for (DataType t : kAllTypes)
       for (ReduceOp op : kOps)
@@ -256,7 +315,18 @@ TEST(SharedMemory, AllreduceOverPiecesInPlace) {
           for (int64_t small : {int64_t{1} << 30, int64_t{0}})
             // Average's 1/size, applied by each block's owner.
             for (double post : {1.0, 0.5})
-              CheckPieces(n, count, t, op, small, post);
+              CheckPieces(n, count, t, op, small, 1.0, post, Layout::kInPlace);
+}
+
+TEST_P(Collectives, AllreduceOverPiecesScaledAndOutOfPlace) {
+  for (int n : {1, 2, 3})
+    for (DataType t : {DataType::kInt32, DataType::kFloat16, DataType::kFloat64,
+                       DataType::kBool})
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax})
+        for (int64_t count : {1, 5000})
+          for (Layout layout :
+               {Layout::kInPlace, Layout::kOutOfPlace, Layout::kOverlap})
+            CheckPieces(n, count, t, op, 256, 2.0, 0.5, layout);
 }
 
 TEST(Reduce, HalfPrecisionConversions) {

@@ -3,14 +3,17 @@
 // ShmGroup (or, in the second mode, talk over the transport). Every dtype
 // and op, counts that take many shared-memory rounds and ring chunks,
 // checked bitwise against a sequential reference on every rank.
+#include "collectives/hierarchical_group.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <memory>
 #include <string>
 
-#include "collectives/hierarchical_allreduce.h"
 #include "collectives/reduce.h"
+#include "collectives/shm_collective_group.h"
+#include "collectives/tcp_group.h"
 #include "loopback_ranks.h"
 #include "test_data.h"
 #include "transport/loopback_transport.h"
@@ -68,21 +71,32 @@ void Check(const Case& c, int64_t count, DataType t, ReduceOp op) {
       sc.timeout_s = 60;
       ASSERT_TRUE(ShmGroup::Create(&tr, split.local, {}, sc, &shm).ok());
     }
-    Scratch scratch;
-    Communicator local(&tr, split.local, &scratch, cfg, shm.get());
-    std::unique_ptr<Communicator> cross;
+    Scratch scratch, fusion;
+    std::unique_ptr<CollectiveGroup> local, cross;
+    if (shm != nullptr)
+      local = std::make_unique<ShmCollectiveGroup>(shm.get(), cfg, &fusion);
+    else
+      local = std::make_unique<TcpGroup>(
+          Communicator(&tr, split.local, &scratch, cfg), &fusion);
+    const std::string local_kind = local->kind();
     if (split.leader)
-      cross = std::make_unique<Communicator>(&tr, split.leaders, &scratch, cfg,
-                                             nullptr);
+      cross = std::make_unique<TcpGroup>(
+          Communicator(&tr, split.leaders, &scratch, cfg), &fusion);
+    HierarchicalGroup group(std::move(local), std::move(cross),
+                            std::make_unique<TcpGroup>(
+                                Communicator(&tr, all, &scratch, cfg), &fusion),
+                            &fusion);
     got[r] = Fill(t, count, r, true);
-    PhaseFn on_phase = [&](const char* p, const Communicator& comm) {
-      phases[r].push_back(p);
-      // Each phase runs on the communicator it names.
-      EXPECT_EQ(&comm, p[0] == 'C' ? cross.get() : &local);
+    PhaseFn on_phase = [&](const std::string& p) {
+      // Each phase names the group it runs on: the host's (shared memory
+      // when it has one) or the leaders' (TCP).
+      const bool crossing = p.find("CROSS") != std::string::npos;
+      phases[r].push_back(p.substr(p.find('_') + 1));
+      EXPECT_EQ(p.substr(0, p.find('_') + 1), crossing ? "TCP_" : local_kind)
+          << p;
     };
-    ASSERT_TRUE(HierarchicalAllreduce(local, cross.get(), got[r].data(), count,
-                                      t, op, &on_phase)
-                    .ok());
+    const Piece whole{got[r].data(), 0, count};
+    ASSERT_TRUE(group.Allreduce(&whole, 1, ReduceArgs{t, op}, &on_phase).ok());
   });
   for (int r = 0; r < n; ++r) {
     ASSERT_EQ(got[r], want) << "rank " << r << " n=" << n << " count=" << count

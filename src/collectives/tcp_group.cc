@@ -1,0 +1,48 @@
+#include "collectives/tcp_group.h"
+
+#include <string>
+#include <utility>
+
+#include "collectives/collectives.h"
+
+namespace horovod {
+
+TcpGroup::TcpGroup(Communicator comm, Scratch* fusion)
+    : comm_(std::move(comm)), fusion_(fusion) {}
+
+const char* TcpGroup::kind() const {
+  return comm_.size() == 1 ? "LOCAL_" : "TCP_";
+}
+
+Status TcpGroup::Allreduce(const Piece* pieces, size_t n,
+                           const ReduceArgs& args, const PhaseFn* on_phase) {
+  return AllreducePacked(
+      pieces, n, args, fusion_, on_phase, [&](char* buf, int64_t count) {
+        if (on_phase != nullptr) (*on_phase)(std::string(kind()) + "ALLREDUCE");
+        return horovod::Allreduce(comm_, buf, count, args.dtype, args.op);
+      });
+}
+
+Status TcpGroup::ReduceScatter(void* buf, const std::vector<int64_t>& counts,
+                               DataType dtype, ReduceOp op) {
+  return RingReduceScatter(comm_, buf, counts, dtype, op);
+}
+
+Status TcpGroup::Allgatherv(const void* send, void* recv,
+                            const std::vector<int64_t>& bytes) {
+  return RingAllgatherv(comm_, send, recv, bytes);
+}
+
+Status TcpGroup::Broadcast(void* buf, int64_t bytes, int root) {
+  return BinomialBroadcast(comm_, buf, bytes, root);
+}
+
+Status TcpGroup::Alltoallv(const void* send,
+                           const std::vector<int64_t>& send_bytes, void* recv,
+                           const std::vector<int64_t>& recv_bytes,
+                           int64_t max_pair_bytes) {
+  (void)max_pair_bytes;  // pairwise exchanges need no staging space
+  return PairwiseAlltoallv(comm_, send, send_bytes, recv, recv_bytes);
+}
+
+}  // namespace horovod
