@@ -21,8 +21,6 @@ std::string Fmt(double v) {
   return os.str();
 }
 
-bool IsOp(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
-
 }  // namespace
 
 const Request& Coordinator::First(const Pending& p) {
@@ -172,13 +170,13 @@ std::string Coordinator::DescribeWait(int r) const {
     if (it == table_.end()) continue;
     const Request& q = First(it->second);
     out += OpName(q.op);
-    if (q.op == static_cast<uint8_t>(ControlOp::kAddProcessSet)) {
-      out += " of ranks " + ShapeString(q.shape);
-    } else if (q.op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet)) {
-      out += " of process set " + std::to_string(q.root);
+    if (q.op == Op::kAddProcessSet) {
+      out += " of ranks " + ShapeString(std::vector<int64_t>(
+                                q.set_ranks.begin(), q.set_ranks.end()));
+    } else if (q.op == Op::kRemoveProcessSet) {
+      out += " of process set " + std::to_string(q.set_id);
     } else {
-      if (q.op != static_cast<uint8_t>(OpType::kBarrier))
-        out += " '" + q.name + "'";
+      if (q.op != Op::kBarrier) out += " '" + q.name + "'";
       if (q.process_set != 0)
         out += " on process set " + std::to_string(q.process_set);
     }
@@ -206,7 +204,7 @@ void Coordinator::FailDeadlocked(ResponseList* list) {
   for (const std::string& key : keys) {
     Response err;
     if (key == TensorKey(0, kJoinTensorName)) {
-      err.op = static_cast<uint8_t>(OpType::kJoin);
+      err.op = Op::kJoin;
       err.names = {kJoinTensorName};
       err.shapes = {{}};
       std::fill(joined_.begin(), joined_.end(), false);
@@ -224,7 +222,7 @@ void Coordinator::FailDeadlocked(ResponseList* list) {
 }
 
 void Coordinator::AddRequest(Request r, Clock::time_point now) {
-  if (IsOp(r.op, OpType::kJoin)) {
+  if (r.op == Op::kJoin) {
     joined_[r.rank] = true;
     last_joined_ = r.rank;
     join_ready_ =
@@ -246,8 +244,7 @@ void Coordinator::AddRequest(Request r, Clock::time_point now) {
 bool Coordinator::Present(const Pending& p, int m) const {
   // A joined rank stands in for every collective (allreduce gets its zeros;
   // the others fail with a clear error rather than wait forever).
-  return p.have[m] ||
-         (joined_[m] && First(p).op <= static_cast<uint8_t>(OpType::kBarrier));
+  return p.have[m] || (joined_[m] && First(p).op <= Op::kBarrier);
 }
 
 bool Coordinator::IsComplete(const Pending& p) const {
@@ -379,10 +376,9 @@ Response Coordinator::Validate(const Pending& p) {
   // Only failures spell these out: the common case allocates nothing.
   auto who = [&] { return "tensor '" + a.name + "'"; };
   auto at = [&](int r) { return "rank " + std::to_string(r); };
-  const bool is_allreduce = IsOp(a.op, OpType::kAllreduce);
-  const bool is_reducescatter = IsOp(a.op, OpType::kReducescatter);
-  const bool gathers =
-      IsOp(a.op, OpType::kAllgather) || IsOp(a.op, OpType::kAlltoall);
+  const bool is_allreduce = a.op == Op::kAllreduce;
+  const bool is_reducescatter = a.op == Op::kReducescatter;
+  const bool gathers = a.op == Op::kAllgather || a.op == Op::kAlltoall;
   for (int r = first + 1; r < static_cast<int>(p.have.size()); ++r) {
     if (!p.have[r]) continue;
     const Request& b = p.requests[r];
@@ -390,7 +386,7 @@ Response Coordinator::Validate(const Pending& p) {
       return fail(std::string("Mismatched operations for ") + who() + ": " +
                   at(first) + " requested " + OpName(a.op) + ", " + at(r) +
                   " requested " + OpName(b.op) + ".");
-    if (b.dtype != a.dtype && !IsOp(a.op, OpType::kBarrier))
+    if (b.dtype != a.dtype && a.op != Op::kBarrier)
       return fail("Mismatched data types for " + who() + ": " + at(first) +
                   " has " + DataTypeName(a.dtype) + ", " + at(r) + " has " +
                   DataTypeName(b.dtype) + ".");
@@ -404,13 +400,20 @@ Response Coordinator::Validate(const Pending& p) {
                   at(first) + " has (" + Fmt(a.prescale) + ", " +
                   Fmt(a.postscale) + "), " + at(r) + " has (" +
                   Fmt(b.prescale) + ", " + Fmt(b.postscale) + ").");
-    if (b.op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet) &&
-        b.root != a.root)
+    if (a.op == Op::kRemoveProcessSet && b.set_id != a.set_id)
       return fail("Mismatched remove_process_set: " + at(first) +
-                  " removes process set " + std::to_string(a.root) + ", " +
-                  at(r) + " removes process set " + std::to_string(b.root) +
+                  " removes process set " + std::to_string(a.set_id) + ", " +
+                  at(r) + " removes process set " + std::to_string(b.set_id) +
                   ".");
-    if (IsOp(a.op, OpType::kBroadcast) && b.root != a.root)
+    if (a.op == Op::kAddProcessSet && b.set_ranks != a.set_ranks) {
+      auto ranks = [](const Request& q) {
+        return ShapeString(
+            std::vector<int64_t>(q.set_ranks.begin(), q.set_ranks.end()));
+      };
+      return fail("Mismatched add_process_set: " + at(first) + " adds ranks " +
+                  ranks(a) + ", " + at(r) + " adds ranks " + ranks(b) + ".");
+    }
+    if (a.op == Op::kBroadcast && b.root != a.root)
       return fail("Mismatched broadcast root ranks for " + who() + ": " +
                   at(first) + " uses root " + std::to_string(a.root) + ", " +
                   at(r) + " uses root " + std::to_string(b.root) + ".");
@@ -428,7 +431,7 @@ Response Coordinator::Validate(const Pending& p) {
                     ShapeString(a.shape) + ", " + at(r) + " has " +
                     ShapeString(b.shape) +
                     " (all dimensions but the first must match).");
-    } else if (b.shape != a.shape && !IsOp(a.op, OpType::kBarrier)) {
+    } else if (b.shape != a.shape && a.op != Op::kBarrier) {
       return fail("Mismatched " + std::string(OpName(a.op)) +
                   " tensor shapes for " + who() + ": " + at(first) + " has " +
                   ShapeString(a.shape) + ", " + at(r) + " has " +
@@ -436,19 +439,19 @@ Response Coordinator::Validate(const Pending& p) {
     }
   }
   // Joined members have no data to gather, broadcast or exchange.
-  if (!is_allreduce && !IsOp(a.op, OpType::kBarrier)) {
+  if (!is_allreduce && a.op != Op::kBarrier) {
     for (int m : *members)
       if (!p.have[m] && joined_[m])
         return fail(std::string(OpName(a.op)) + " of " + who() +
                     " is not supported after rank " + std::to_string(m) +
                     " called join().");
   }
-  if (IsOp(a.op, OpType::kBroadcast) && !p.have[a.root])
+  if (a.op == Op::kBroadcast && !p.have[a.root])
     return fail("broadcast root rank " + std::to_string(a.root) +
                 " did not submit " + who() + ".");
-  if (IsOp(a.op, OpType::kAllgather)) {
+  if (a.op == Op::kAllgather) {
     for (int m : *members) resp.sizes.push_back(p.requests[m].shape[0]);
-  } else if (IsOp(a.op, OpType::kAlltoall)) {
+  } else if (a.op == Op::kAlltoall) {
     for (int m : *members) {
       const Request& b = p.requests[m];
       if (b.splits.size() != members->size())
@@ -468,11 +471,11 @@ void Coordinator::Fuse(std::vector<Response>* responses) const {
   for (Response& r : *responses) {
     int64_t nbytes = static_cast<int64_t>(DataTypeSize(r.dtype));
     for (int64_t d : r.shapes[0]) nbytes *= d;
-    bool fusable = IsOp(r.op, OpType::kAllreduce) && !r.error;
+    bool fusable = r.op == Op::kAllreduce && !r.error;
     if (fusable) {
       for (size_t i = 0; i < out.size(); ++i) {
         Response& o = out[i];
-        if (IsOp(o.op, OpType::kAllreduce) && !o.error && o.dtype == r.dtype &&
+        if (o.op == Op::kAllreduce && !o.error && o.dtype == r.dtype &&
             o.reduce_op == r.reduce_op && o.process_set == r.process_set &&
             o.device == r.device && o.prescale == r.prescale &&
             o.postscale == r.postscale &&
@@ -543,22 +546,17 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
       if (group_ready[g] < any->group_size) continue;
     }
     Response resp = Validate(p);
-    if (!resp.error &&
-        any->op == static_cast<uint8_t>(ControlOp::kAddProcessSet)) {
-      std::vector<int> ranks(any->shape.begin(), any->shape.end());
-      int id = next_process_set_++;
-      process_sets_[id] = ranks;
-      resp.sizes = {id};
-      resp.sizes.insert(resp.sizes.end(), any->shape.begin(), any->shape.end());
-    } else if (!resp.error &&
-               any->op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet)) {
-      if (any->root == 0 || process_sets_.count(any->root) == 0) {
+    if (!resp.error && any->op == Op::kAddProcessSet) {
+      resp.set_id = next_process_set_++;
+      process_sets_[resp.set_id] =
+          std::vector<int>(any->set_ranks.begin(), any->set_ranks.end());
+    } else if (!resp.error && any->op == Op::kRemoveProcessSet) {
+      if (any->set_id == 0 || process_sets_.count(any->set_id) == 0) {
         resp.error = true;
-        resp.error_message = "process set " + std::to_string(any->root) +
+        resp.error_message = "process set " + std::to_string(any->set_id) +
                              " cannot be removed (not registered, or global)";
       } else {
-        process_sets_.erase(any->root);
-        resp.sizes = {any->root};
+        process_sets_.erase(any->set_id);
       }
     }
     responses.push_back(std::move(resp));
@@ -568,10 +566,10 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
   for (auto& r : responses) list.responses.push_back(std::move(r));
   if (join_ready_) {
     Response j;
-    j.op = static_cast<uint8_t>(OpType::kJoin);
+    j.op = Op::kJoin;
     j.names = {kJoinTensorName};
     j.shapes = {{}};
-    j.sizes = {last_joined_};
+    j.last_joined = last_joined_;
     list.responses.push_back(j);
     std::fill(joined_.begin(), joined_.end(), false);
     join_ready_ = false;

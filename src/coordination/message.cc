@@ -4,15 +4,18 @@
 
 namespace horovod {
 
-const char* OpName(uint8_t op) {
-  if (op == static_cast<uint8_t>(ControlOp::kAddProcessSet))
-    return "add_process_set";
-  if (op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet))
-    return "remove_process_set";
-  return OpTypeName(static_cast<OpType>(op));
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kAddProcessSet:
+      return "add_process_set";
+    case Op::kRemoveProcessSet:
+      return "remove_process_set";
+    default:
+      return OpTypeName(static_cast<OpType>(op));
+  }
 }
 
-std::string UpperOpName(uint8_t op) {
+std::string UpperOpName(Op op) {
   std::string s = OpName(op);
   for (char& c : s) c = static_cast<char>(std::toupper(c));
   return s;
@@ -30,6 +33,8 @@ Response ResponseFor(const Request& r) {
   c.prescale = r.prescale;
   c.postscale = r.postscale;
   c.shapes = {r.shape};
+  c.set_id = r.set_id;
+  c.set_ranks = r.set_ranks;
   return c;
 }
 
@@ -46,6 +51,8 @@ Request RequestFor(const Response& resp, size_t i, int rank) {
   r.prescale = resp.prescale;
   r.postscale = resp.postscale;
   r.shape = resp.shapes[i];
+  r.set_id = resp.set_id;
+  r.set_ranks = resp.set_ranks;
   return r;
 }
 

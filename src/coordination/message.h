@@ -12,20 +12,39 @@
 
 namespace horovod {
 
-// Control operations travel alongside collectives but never reach users.
-enum class ControlOp : uint8_t {
+// Every operation a request or response carries: the ones users start (the
+// values of OpType, so one converts to the other by value) and the control
+// operations that travel alongside them but never reach users. The values
+// are the wire's.
+enum class Op : uint8_t {
+  kAllreduce = 0,
+  kAllgather = 1,
+  kBroadcast = 2,
+  kAlltoall = 3,
+  kReducescatter = 4,
+  kBarrier = 5,
+  kJoin = 6,
   kAddProcessSet = 100,
   kRemoveProcessSet = 101,
 };
 
+constexpr Op ToOp(OpType t) { return static_cast<Op>(t); }
+static_assert(ToOp(OpType::kReducescatter) == Op::kReducescatter &&
+                  ToOp(OpType::kJoin) == Op::kJoin,
+              "Op extends OpType value for value");
+
+// Whether a byte off the wire names an Op.
+inline bool IsKnownOp(uint8_t op) {
+  return op <= static_cast<uint8_t>(Op::kJoin) ||
+         op == static_cast<uint8_t>(Op::kAddProcessSet) ||
+         op == static_cast<uint8_t>(Op::kRemoveProcessSet);
+}
+
+// Whether `op` moves tensor data (the others only synchronize).
+inline bool MovesData(Op op) { return op <= Op::kReducescatter; }
+
 // The name join requests and responses travel under.
 constexpr const char* kJoinTensorName = "__join__";
-
-inline bool IsKnownOp(uint8_t op) {
-  return op <= static_cast<uint8_t>(OpType::kJoin) ||
-         op == static_cast<uint8_t>(ControlOp::kAddProcessSet) ||
-         op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet);
-}
 
 // The identity the coordinator, the cache and the queue key a tensor on: a
 // name is unique per process set.
@@ -35,19 +54,23 @@ inline std::string TensorKey(int32_t process_set, const std::string& name) {
 
 struct Request {
   int32_t rank = 0;
-  uint8_t op = 0;  // OpType or ControlOp
+  Op op = Op::kAllreduce;
   std::string name;
   DataType dtype = DataType::kFloat32;
   ReduceOp reduce_op = ReduceOp::kSum;
-  int32_t root = 0;
+  int32_t root = 0;  // broadcast: the global rank that sends
   int32_t device = -1;
   int32_t process_set = 0;
   double prescale = 1.0;
   double postscale = 1.0;
-  std::vector<int64_t> shape;   // kAddProcessSet: the member ranks
+  std::vector<int64_t> shape;
   std::vector<int64_t> splits;  // alltoall
   int32_t group_size = 0;       // > 0: negotiated with the rest of `group`
   std::string group;
+  // kRemoveProcessSet: the set to remove. kAddProcessSet: the ranks of the
+  // set to add, ascending.
+  int32_t set_id = 0;
+  std::vector<int32_t> set_ranks;
 
   std::string Key() const { return TensorKey(process_set, name); }
 };
@@ -67,7 +90,7 @@ struct RequestList {
 };
 
 struct Response {
-  uint8_t op = 0;
+  Op op = Op::kAllreduce;
   bool error = false;
   std::string error_message;
   std::vector<std::string> names;  // several when fused
@@ -79,10 +102,13 @@ struct Response {
   double prescale = 1.0;
   double postscale = 1.0;
   std::vector<std::vector<int64_t>> shapes;  // per name (from the first rank)
-  // allgather: dim 0 of every member, per name ([name][member] flattened);
-  // alltoall: the split matrix [sender][receiver]; join: {last joined rank};
-  // process-set ops: {id, ranks...}.
+  // allgather: dim 0 of every member; alltoall: the split matrix
+  // [sender][receiver] flattened.
   std::vector<int64_t> sizes;
+  // Process-set ops: the set added or removed; kAddProcessSet: its ranks.
+  int32_t set_id = 0;
+  std::vector<int32_t> set_ranks;
+  int32_t last_joined = -1;  // join: the last rank to join
 };
 
 struct ResponseList {
@@ -97,10 +123,10 @@ struct ResponseList {
   int64_t small_allreduce_bytes = -1;
 };
 
-// Lower-case name of a request's op: an OpType or a ControlOp.
-const char* OpName(uint8_t op);
+// Lower-case name of an op, as errors show it.
+const char* OpName(Op op);
 // The same in upper case, as timeline spans show it.
-std::string UpperOpName(uint8_t op);
+std::string UpperOpName(Op op);
 // The response that executes `r` alone (member sizes not filled in).
 Response ResponseFor(const Request& r);
 // The request a rank sends for tensor `i` of `resp`.

@@ -38,9 +38,8 @@ void AssignSingle(const Response& r, size_t i, Response* out) {
 }  // namespace
 
 bool ResponseCache::Cacheable(const Response& r) {
-  return !r.error && (r.op == static_cast<uint8_t>(OpType::kAllreduce) ||
-                      r.op == static_cast<uint8_t>(OpType::kBroadcast) ||
-                      r.op == static_cast<uint8_t>(OpType::kReducescatter));
+  return !r.error && (r.op == Op::kAllreduce || r.op == Op::kBroadcast ||
+                      r.op == Op::kReducescatter);
 }
 
 int ResponseCache::Find(const Request& r) const {

@@ -7,7 +7,7 @@ namespace {
 
 constexpr uint32_t kRequestMagic = 0x51525648;   // "HVRQ"
 constexpr uint32_t kResponseMagic = 0x53525648;  // "HVRS"
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;
 // Threads of one rank blocked at once; more is not a real job.
 constexpr uint32_t kMaxWaiting = 4096;
 constexpr uint32_t kMaxDims = 64;
@@ -25,10 +25,12 @@ class Writer {
     Put<uint32_t>(static_cast<uint32_t>(s.size()));
     out_ += s;
   }
-  void I64s(const std::vector<int64_t>& v) {
+  template <typename T>
+  void Ints(const std::vector<T>& v) {
     Put<uint32_t>(static_cast<uint32_t>(v.size()));
-    for (int64_t x : v) Put<int64_t>(x);
+    for (T x : v) Put<T>(x);
   }
+  void I64s(const std::vector<int64_t>& v) { Ints(v); }
   std::string Take() { return std::move(out_); }
 
  private:
@@ -60,13 +62,15 @@ class Reader {
       return fail();
     return true;
   }
-  bool I64s(std::vector<int64_t>* v, uint32_t max) {
+  template <typename T>
+  bool Ints(std::vector<T>* v, uint32_t max) {
     uint32_t n;
-    if (!Count(&n, 8, max)) return false;
+    if (!Count(&n, sizeof(T), max)) return false;
     v->resize(n);
     for (auto& x : *v) Get(&x);
     return true;
   }
+  bool I64s(std::vector<int64_t>* v, uint32_t max) { return Ints(v, max); }
   bool done() const { return ok_ && left_ == 0; }
   bool ok() const { return ok_; }
 
@@ -88,6 +92,29 @@ bool ValidCommon(uint8_t op, uint8_t dtype, uint8_t reduce) {
   return IsKnownOp(op) && IsValidDataType(dtype) && reduce <= 5;
 }
 
+// The fields only process-set operations carry; the others send none.
+void PutSetFields(Writer& w, Op op, int32_t set_id,
+                  const std::vector<int32_t>& ranks) {
+  if (op == Op::kAddProcessSet || op == Op::kRemoveProcessSet)
+    w.Put<int32_t>(set_id);
+  if (op == Op::kAddProcessSet) w.Ints(ranks);
+}
+
+// Ranks must be valid and ascending (a set lists each member once).
+bool GetSetFields(Reader& r, Op op, int job_size, int32_t* set_id,
+                  std::vector<int32_t>* ranks) {
+  if (op == Op::kAddProcessSet || op == Op::kRemoveProcessSet) {
+    if (!r.Get(set_id) || *set_id < 0) return false;
+  }
+  if (op != Op::kAddProcessSet) return true;
+  if (!r.Ints(ranks, static_cast<uint32_t>(job_size))) return false;
+  for (size_t i = 0; i < ranks->size(); ++i)
+    if ((*ranks)[i] < 0 || (*ranks)[i] >= job_size ||
+        (i > 0 && (*ranks)[i] <= (*ranks)[i - 1]))
+      return false;
+  return true;
+}
+
 }  // namespace
 
 std::string EncodeRequestList(const RequestList& list) {
@@ -99,7 +126,7 @@ std::string EncodeRequestList(const RequestList& list) {
   w.Put<uint32_t>(static_cast<uint32_t>(list.requests.size()));
   for (const Request& r : list.requests) {
     w.Put<int32_t>(r.rank);
-    w.Put<uint8_t>(r.op);
+    w.Put<uint8_t>(static_cast<uint8_t>(r.op));
     w.Str(r.name);
     w.Put<uint8_t>(static_cast<uint8_t>(r.dtype));
     w.Put<uint8_t>(static_cast<uint8_t>(r.reduce_op));
@@ -112,6 +139,7 @@ std::string EncodeRequestList(const RequestList& list) {
     w.I64s(r.splits);
     w.Put<int32_t>(r.group_size);
     w.Str(r.group);
+    PutSetFields(w, r.op, r.set_id, r.set_ranks);
   }
   w.Put<uint32_t>(static_cast<uint32_t>(list.cache_hits.size()));
   for (uint32_t s : list.cache_hits) w.Put<uint32_t>(s);
@@ -136,9 +164,9 @@ Status DecodeRequestList(const std::string& bytes, int job_size,
   if (!r.Count(&n, 40, 1u << 24)) return Malformed("request");
   out->requests.resize(n);
   for (Request& q : out->requests) {
-    uint8_t dtype = 0, reduce = 0;
+    uint8_t op = 0, dtype = 0, reduce = 0;
     r.Get(&q.rank);
-    r.Get(&q.op);
+    r.Get(&op);
     r.Str(&q.name, kMaxName);
     r.Get(&dtype);
     r.Get(&reduce);
@@ -147,15 +175,15 @@ Status DecodeRequestList(const std::string& bytes, int job_size,
     r.Get(&q.process_set);
     r.Get(&q.prescale);
     r.Get(&q.postscale);
-    r.I64s(&q.shape, 1u << 20);
+    r.I64s(&q.shape, kMaxDims);
     r.I64s(&q.splits, static_cast<uint32_t>(job_size));
     r.Get(&q.group_size);
     r.Str(&q.group, kMaxName);
-    if (!r.ok() || !ValidCommon(q.op, dtype, reduce) || q.rank < 0 ||
-        q.rank >= job_size || q.group_size < 0)
+    if (!r.ok() || !ValidCommon(op, dtype, reduce) || q.rank < 0 ||
+        q.rank >= job_size || q.group_size < 0 || q.shape.size() > kMaxDims)
       return Malformed("request");
-    if (q.op != static_cast<uint8_t>(ControlOp::kAddProcessSet) &&
-        q.shape.size() > kMaxDims)
+    q.op = static_cast<Op>(op);
+    if (!GetSetFields(r, q.op, job_size, &q.set_id, &q.set_ranks))
       return Malformed("request");
     for (int64_t d : q.shape)
       if (d < 0) return Malformed("request");
@@ -209,7 +237,7 @@ std::string EncodeResponseList(const ResponseList& list,
       for (uint32_t s : slots) w.Put<uint32_t>(s);
       continue;
     }
-    w.Put<uint8_t>(r.op);
+    w.Put<uint8_t>(static_cast<uint8_t>(r.op));
     w.Put<uint8_t>(r.error ? 1 : 0);
     w.Str(r.error_message);
     w.Put<uint32_t>(static_cast<uint32_t>(r.names.size()));
@@ -225,6 +253,8 @@ std::string EncodeResponseList(const ResponseList& list,
     w.Put<double>(r.prescale);
     w.Put<double>(r.postscale);
     w.I64s(r.sizes);
+    PutSetFields(w, r.op, r.set_id, r.set_ranks);
+    if (r.op == Op::kJoin) w.Put<int32_t>(r.last_joined);
   }
   w.Put<uint32_t>(static_cast<uint32_t>(list.stale_hits.size()));
   for (auto& s : list.stale_hits) {
@@ -269,8 +299,8 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
       }
       continue;
     }
-    uint8_t err = 0, dtype = 0, reduce = 0;
-    r.Get(&resp.op);
+    uint8_t op = 0, err = 0, dtype = 0, reduce = 0;
+    r.Get(&op);
     r.Get(&err);
     resp.error = err != 0;
     r.Str(&resp.error_message, 1u << 20);
@@ -290,7 +320,14 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
     r.Get(&resp.prescale);
     r.Get(&resp.postscale);
     r.I64s(&resp.sizes, 1u << 26);
-    if (!r.ok() || !ValidCommon(resp.op, dtype, reduce))
+    if (!r.ok() || !ValidCommon(op, dtype, reduce))
+      return Malformed("response");
+    resp.op = static_cast<Op>(op);
+    if (!GetSetFields(r, resp.op, job_size, &resp.set_id, &resp.set_ranks))
+      return Malformed("response");
+    if (resp.op == Op::kJoin &&
+        (!r.Get(&resp.last_joined) || resp.last_joined < -1 ||
+         resp.last_joined >= job_size))
       return Malformed("response");
     resp.dtype = static_cast<DataType>(dtype);
     resp.reduce_op = static_cast<ReduceOp>(reduce);

@@ -104,17 +104,21 @@ Status Engine::Enqueue(OpType op, const std::vector<TensorView>& ts,
 }
 
 Status Engine::Barrier(int process_set) {
+  Request r;
+  r.op = Op::kBarrier;
+  r.name = "__barrier__";
+  r.process_set = process_set;
   Handle h;
-  HVD_RETURN_IF_ERROR(
-      impl_->EnqueueControl(static_cast<uint8_t>(OpType::kBarrier),
-                            "__barrier__", {}, 0, process_set, &h));
+  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(std::move(r), &h));
   return h.Wait();
 }
 
 Status Engine::Join(int* last_joined_rank) {
+  Request r;
+  r.op = Op::kJoin;
+  r.name = kJoinTensorName;
   Handle h;
-  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(static_cast<uint8_t>(OpType::kJoin),
-                                            kJoinTensorName, {}, 0, 0, &h));
+  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(std::move(r), &h));
   HVD_RETURN_IF_ERROR(h.Wait());
   *last_joined_rank = h.int_result();
   return Status::OK();
@@ -130,20 +134,24 @@ Status Engine::AddProcessSet(const std::vector<int>& ranks, int* id) {
         "invalid process set ranks " +
         ShapeString(std::vector<int64_t>(ranks.begin(), ranks.end())) +
         " for a job of size " + std::to_string(size()));
+  Request r;
+  r.op = Op::kAddProcessSet;
+  r.name = "__add_process_set__";
+  r.set_ranks.assign(sorted.begin(), sorted.end());
   Handle h;
-  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(
-      static_cast<uint8_t>(ControlOp::kAddProcessSet), "__add_process_set__",
-      std::vector<int64_t>(sorted.begin(), sorted.end()), 0, 0, &h));
+  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(std::move(r), &h));
   HVD_RETURN_IF_ERROR(h.Wait());
   *id = h.int_result();
   return Status::OK();
 }
 
 Status Engine::RemoveProcessSet(int id) {
+  Request r;
+  r.op = Op::kRemoveProcessSet;
+  r.name = "__remove_process_set__";
+  r.set_id = id;
   Handle h;
-  HVD_RETURN_IF_ERROR(
-      impl_->EnqueueControl(static_cast<uint8_t>(ControlOp::kRemoveProcessSet),
-                            "__remove_process_set__", {}, id, 0, &h));
+  HVD_RETURN_IF_ERROR(impl_->EnqueueControl(std::move(r), &h));
   return h.Wait();
 }
 

@@ -111,9 +111,10 @@ class EngineImpl {
   Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
                  const CollectiveArgs& args, std::vector<Handle>* handles);
 
-  Status EnqueueControl(uint8_t op, const std::string& name,
-                        std::vector<int64_t> shape, int root, int process_set,
-                        Handle* handle);
+  // A request that moves no tensor data (barrier, join, process-set
+  // changes): `request` names the op, its name and its own fields; the rank
+  // is filled in here.
+  Status EnqueueControl(Request request, Handle* handle);
 
   Status Shutdown();
 

@@ -109,8 +109,7 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
 void EngineImpl::Tune(const ResponseList& list) {
   int64_t bytes = 0;
   for (const Response& r : list.responses) {
-    if (r.error || r.op > static_cast<uint8_t>(OpType::kReducescatter))
-      continue;
+    if (r.error || !MovesData(r.op)) continue;
     for (const auto& shape : r.shapes) {
       int64_t n = static_cast<int64_t>(DataTypeSize(r.dtype));
       for (int64_t d : shape) n *= d;

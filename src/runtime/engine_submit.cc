@@ -51,7 +51,7 @@ Status EngineImpl::Enqueue(OpType op, const std::vector<TensorView>& tensors,
     TensorEntry e;
     Request& r = e.request;
     r.rank = job_.rank;
-    r.op = static_cast<uint8_t>(op);
+    r.op = ToOp(op);
     r.name = base;
     // Upstream's form for the members of a group: <base>_<k>of<n>.
     if (tensors.size() > 1)
@@ -82,17 +82,11 @@ Status EngineImpl::Enqueue(OpType op, const std::vector<TensorView>& tensors,
   return queue_.Add(std::move(entries));
 }
 
-Status EngineImpl::EnqueueControl(uint8_t op, const std::string& name,
-                                  std::vector<int64_t> shape, int root,
-                                  int process_set, Handle* handle) {
+Status EngineImpl::EnqueueControl(Request request, Handle* handle) {
   CountSubmitter();
   TensorEntry e;
+  e.request = std::move(request);
   e.request.rank = job_.rank;
-  e.request.op = op;
-  e.request.name = name;
-  e.request.shape = std::move(shape);
-  e.request.root = root;
-  e.request.process_set = process_set;
   e.request.dtype = DataType::kUInt8;
   e.handle = std::make_shared<HandleState>();
   e.handle->gate = gate_;

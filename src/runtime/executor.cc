@@ -18,8 +18,6 @@ int64_t Product(const std::vector<int64_t>& v, size_t from = 0) {
   return n;
 }
 
-bool Is(uint8_t op, OpType t) { return op == static_cast<uint8_t>(t); }
-
 }  // namespace
 
 Executor::Executor(Transport* transport, ShmGroup* shm,
@@ -156,12 +154,11 @@ Status Executor::Execute(const Response& r) {
     }
     return Status::OK();
   }
-  if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet) ||
-      r.op == static_cast<uint8_t>(ControlOp::kRemoveProcessSet)) {
-    int id = static_cast<int>(r.sizes[0]);
-    if (r.op == static_cast<uint8_t>(ControlOp::kAddProcessSet)) {
+  if (r.op == Op::kAddProcessSet || r.op == Op::kRemoveProcessSet) {
+    const int id = r.set_id;
+    if (r.op == Op::kAddProcessSet) {
       plans_.erase(id);  // a plan left from an earlier set with this id
-      sets_->Put(id, std::vector<int>(r.sizes.begin() + 1, r.sizes.end()));
+      sets_->Put(id, std::vector<int>(r.set_ranks.begin(), r.set_ranks.end()));
     } else {
       sets_->Remove(id);
       // A group is shared by every plan over the same ranks; the survivors
@@ -177,10 +174,10 @@ Status Executor::Execute(const Response& r) {
     }
     return Status::OK();
   }
-  if (Is(r.op, OpType::kJoin)) {
+  if (r.op == Op::kJoin) {
     TensorEntry e;
     if (queue_->Take(TensorKey(0, r.names[0]), &e)) {
-      e.handle->int_result = static_cast<int>(r.sizes[0]);
+      e.handle->int_result = r.last_joined;
       Finish(e, Status::OK());
     }
     return Status::OK();
@@ -189,18 +186,18 @@ Status Executor::Execute(const Response& r) {
   HVD_RETURN_IF_ERROR(PlanFor(r.process_set, &plan));
   if (plan == nullptr) return Status::OK();  // not ours to run
   CollectiveGroup& g = *plan->group;
-  switch (static_cast<OpType>(r.op)) {
-    case OpType::kAllreduce:
+  switch (r.op) {
+    case Op::kAllreduce:
       return Allreduce(r, *plan);
-    case OpType::kAllgather:
+    case Op::kAllgather:
       return Allgather(r, g);
-    case OpType::kBroadcast:
+    case Op::kBroadcast:
       return Broadcast(r, g);
-    case OpType::kAlltoall:
+    case Op::kAlltoall:
       return Alltoall(r, g);
-    case OpType::kReducescatter:
+    case Op::kReducescatter:
       return Reducescatter(r, g);
-    case OpType::kBarrier: {
+    case Op::kBarrier: {
       TensorEntry e;
       if (queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
         Finish(e, Status::OK());

@@ -27,9 +27,8 @@ struct TensorEntry {
   // The job failed under this entry: the error names the operation and the
   // tensor, so every rank's last line says which one was lost.
   Status Failure(const Status& why) const {
-    const char* op = request.op <= static_cast<uint8_t>(OpType::kJoin)
-                         ? OpTypeName(static_cast<OpType>(request.op))
-                         : "process set change";
+    const char* op =
+        request.op <= Op::kJoin ? OpName(request.op) : "process set change";
     return Status(why.code(), std::string(op) + " '" + request.name +
                                   "' failed: " + why.message());
   }

@@ -9,7 +9,7 @@ Request Ar(int rank, const std::string& name, std::vector<int64_t> shape,
            DataType dtype = DataType::kFloat32) {
   Request r;
   r.rank = rank;
-  r.op = static_cast<uint8_t>(OpType::kAllreduce);
+  r.op = Op::kAllreduce;
   r.name = name;
   r.dtype = dtype;
   r.shape = std::move(shape);
@@ -22,28 +22,30 @@ RequestList List(std::vector<Request> rs) {
   return l;
 }
 
-Request Control(int rank, uint8_t op, const std::string& name,
-                std::vector<int64_t> shape = {}, int root = 0,
-                int process_set = 0) {
+Request Control(int rank, Op op, const std::string& name, int process_set = 0) {
   Request r;
   r.rank = rank;
   r.op = op;
   r.name = name;
   r.dtype = DataType::kUInt8;
-  r.shape = std::move(shape);
-  r.root = root;
   r.process_set = process_set;
   return r;
 }
 
 Request Barrier(int rank, int process_set = 0) {
-  return Control(rank, static_cast<uint8_t>(OpType::kBarrier), "__barrier__",
-                 {}, 0, process_set);
+  return Control(rank, Op::kBarrier, "__barrier__", process_set);
 }
 
-Request AddSet(int rank, std::vector<int64_t> ranks) {
-  return Control(rank, static_cast<uint8_t>(ControlOp::kAddProcessSet),
-                 "__add_process_set__", std::move(ranks));
+Request AddSet(int rank, std::vector<int32_t> ranks) {
+  Request r = Control(rank, Op::kAddProcessSet, "__add_process_set__");
+  r.set_ranks = std::move(ranks);
+  return r;
+}
+
+Request RemoveSet(int rank, int id) {
+  Request r = Control(rank, Op::kRemoveProcessSet, "__remove_process_set__");
+  r.set_id = id;
+  return r;
 }
 
 // `r` submits `q` and blocks waiting on it (as a synchronous call does).
@@ -129,7 +131,7 @@ TEST_F(CoordinatorTest, AllgatherCarriesEveryRanksFirstDimension) {
   Coordinator c(Config(3), nullptr);
   for (int r = 0; r < 3; ++r) {
     Request q = Ar(r, "g", {r, 5});
-    q.op = static_cast<uint8_t>(OpType::kAllgather);
+    q.op = Op::kAllgather;
     c.AddRequestList(r, List({q}), At(0));
   }
   ResponseList out = c.TakeResponses(At(0));
@@ -159,7 +161,7 @@ TEST_F(CoordinatorTest, StallWarnsThenFails) {
 TEST_F(CoordinatorTest, JoinedRanksCountForAllreduceAndJoinReportsLast) {
   Coordinator c(Config(3), nullptr);
   Request join;
-  join.op = static_cast<uint8_t>(OpType::kJoin);
+  join.op = Op::kJoin;
   join.name = kJoinTensorName;
   c.AddRequestList(2, List({join}), At(0));
   c.AddRequestList(0, List({Ar(0, "a", {3})}), At(0));
@@ -170,7 +172,7 @@ TEST_F(CoordinatorTest, JoinedRanksCountForAllreduceAndJoinReportsLast) {
   // Allgather while a rank has joined is an error, not a hang.
   for (int r = 0; r < 2; ++r) {
     Request g = Ar(r, "g", {1});
-    g.op = static_cast<uint8_t>(OpType::kAllgather);
+    g.op = Op::kAllgather;
     c.AddRequestList(r, List({g}), At(0));
   }
   out = c.TakeResponses(At(0));
@@ -179,15 +181,15 @@ TEST_F(CoordinatorTest, JoinedRanksCountForAllreduceAndJoinReportsLast) {
   c.AddRequestList(1, List({join}), At(0));
   out = c.TakeResponses(At(0));
   ASSERT_EQ(out.responses.size(), 1u);
-  EXPECT_EQ(out.responses[0].op, static_cast<uint8_t>(OpType::kJoin));
-  EXPECT_EQ(out.responses[0].sizes, std::vector<int64_t>{1});
+  EXPECT_EQ(out.responses[0].op, Op::kJoin);
+  EXPECT_EQ(out.responses[0].last_joined, 1);
 }
 
 TEST_F(CoordinatorTest, CacheHitsAndStaleHits) {
   ResponseCache cache(4);
   Coordinator c(Config(2), &cache);
   Response single;
-  single.op = static_cast<uint8_t>(OpType::kAllreduce);
+  single.op = Op::kAllreduce;
   single.names = {"w"};
   single.shapes = {{8}};
   single.dtype = DataType::kFloat32;
@@ -247,7 +249,7 @@ TEST_F(CoordinatorTest, DifferentControlOpsFailAtOnceNamingBoth) {
 TEST_F(CoordinatorTest, ControlOpAgainstTensorOpFailsWhenBothBlock) {
   Coordinator c(Config(2), nullptr);
   Request g = Ar(0, "allgather.x", {2});
-  g.op = static_cast<uint8_t>(OpType::kAllgather);
+  g.op = Op::kAllgather;
   c.AddRequestList(0, Blocked(g), At(0));
   c.AddRequestList(1, Blocked(Barrier(1)), At(0));
   ASSERT_EQ(c.deadlocked().size(), 2u);
@@ -296,7 +298,8 @@ TEST_F(CoordinatorTest, ASlowThirdRankIsNotADeadlock) {
   c.AddRequestList(2, Blocked(AddSet(2, {1, 2})), At(0));
   ResponseList out = c.TakeResponses(At(0));
   ASSERT_EQ(out.responses.size(), 1u);
-  const int set = static_cast<int>(out.responses[0].sizes[0]);
+  const int set = out.responses[0].set_id;
+  EXPECT_EQ(out.responses[0].set_ranks, (std::vector<int32_t>{1, 2}));
   c.AddRequestList(0, Blocked(Barrier(0)), At(1));
   c.AddRequestList(1, Blocked(Barrier(1, set)), At(1));
   EXPECT_TRUE(c.deadlocked().empty());
@@ -327,17 +330,14 @@ TEST_F(CoordinatorTest, AWaitThatEndsWithinTheGraceIsNotFailed) {
 
 TEST_F(CoordinatorTest, JoinAgainstAddProcessSetFails) {
   Coordinator c(Config(2), nullptr);
-  c.AddRequestList(
-      0,
-      Blocked(Control(0, static_cast<uint8_t>(OpType::kJoin), kJoinTensorName)),
-      At(0));
+  c.AddRequestList(0, Blocked(Control(0, Op::kJoin, kJoinTensorName)), At(0));
   c.AddRequestList(1, Blocked(AddSet(1, {0})), At(0));
   ResponseList out = c.TakeResponses(At(1));
   ASSERT_EQ(out.responses.size(), 2u);
   bool join_failed = false;
   for (const Response& r : out.responses) {
     EXPECT_TRUE(r.error);
-    join_failed |= r.op == static_cast<uint8_t>(OpType::kJoin);
+    join_failed |= r.op == Op::kJoin;
   }
   EXPECT_TRUE(join_failed);
   EXPECT_NE(out.responses[0].error_message.find("rank 0 waits in join"),
@@ -351,11 +351,8 @@ TEST_F(CoordinatorTest, RemovingDifferentProcessSetsIsAMismatch) {
       c.AddRequestList(r, List({AddSet(r, {set})}), At(0));
     ASSERT_EQ(c.TakeResponses(At(0)).responses.size(), 1u);
   }
-  const uint8_t remove = static_cast<uint8_t>(ControlOp::kRemoveProcessSet);
   for (int r = 0; r < 2; ++r)
-    c.AddRequestList(
-        r, List({Control(r, remove, "__remove_process_set__", {}, 1 + r)}),
-        At(1));
+    c.AddRequestList(r, List({RemoveSet(r, 1 + r)}), At(1));
   ResponseList out = c.TakeResponses(At(1));
   ASSERT_EQ(out.responses.size(), 1u);
   EXPECT_TRUE(out.responses[0].error);
@@ -367,10 +364,26 @@ TEST_F(CoordinatorTest, RemovingDifferentProcessSetsIsAMismatch) {
   EXPECT_NE(c.Members(2), nullptr);
 }
 
+TEST_F(CoordinatorTest, AddingDifferentProcessSetsIsAMismatch) {
+  Coordinator c(Config(3), nullptr);
+  c.AddRequestList(0, List({AddSet(0, {0, 1})}), At(0));
+  c.AddRequestList(1, List({AddSet(1, {0, 1})}), At(0));
+  c.AddRequestList(2, List({AddSet(2, {1, 2})}), At(0));
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_TRUE(out.responses[0].error);
+  EXPECT_NE(out.responses[0].error_message.find(
+                "Mismatched add_process_set: rank 0 adds ranks [0, 1], rank 2 "
+                "adds ranks [1, 2]"),
+            std::string::npos)
+      << out.responses[0].error_message;
+  EXPECT_EQ(c.Members(1), nullptr);  // nothing was added
+}
+
 TEST(ResponseCache, EvictsLeastRecentlyUsed) {
   ResponseCache cache(2);
   Response r;
-  r.op = static_cast<uint8_t>(OpType::kAllreduce);
+  r.op = Op::kAllreduce;
   r.shapes = {{1}};
   for (const char* n : {"a", "b"}) {
     r.names = {n};

@@ -15,7 +15,7 @@ namespace {
 Request MakeRequest(int rank, const std::string& name) {
   Request r;
   r.rank = rank;
-  r.op = static_cast<uint8_t>(OpType::kAlltoall);
+  r.op = Op::kAlltoall;
   r.name = name;
   r.dtype = DataType::kBFloat16;
   r.reduce_op = ReduceOp::kMax;
@@ -56,7 +56,7 @@ TEST(Wire, RequestListRoundTrip) {
 
 TEST(Wire, ResponseListRoundTripAndCacheCompression) {
   Response resp;
-  resp.op = static_cast<uint8_t>(OpType::kAllreduce);
+  resp.op = Op::kAllreduce;
   resp.names = {"x", "y"};
   resp.shapes = {{2, 3}, {5}};
   resp.dtype = DataType::kFloat32;
@@ -79,6 +79,57 @@ TEST(Wire, ResponseListRoundTripAndCacheCompression) {
   ASSERT_TRUE(DecodeResponseList(compressed, 2, &cache, &out2).ok());
   EXPECT_EQ(out2.responses[0].names, resp.names);
   EXPECT_EQ(out2.responses[0].shapes, resp.shapes);
+}
+
+TEST(Wire, ControlOpsCarryTheirOwnFields) {
+  RequestList in;
+  Request add;
+  add.op = Op::kAddProcessSet;
+  add.set_ranks = {0, 2, 3};
+  Request remove;
+  remove.op = Op::kRemoveProcessSet;
+  remove.set_id = 5;
+  in.requests = {add, remove};
+  RequestList out;
+  ASSERT_TRUE(DecodeRequestList(EncodeRequestList(in), 4, &out).ok());
+  EXPECT_EQ(out.requests[0].op, Op::kAddProcessSet);
+  EXPECT_EQ(out.requests[0].set_ranks, (std::vector<int32_t>{0, 2, 3}));
+  EXPECT_EQ(out.requests[1].set_id, 5);
+  EXPECT_TRUE(out.requests[1].set_ranks.empty());
+  // A set's ranks must exist in the job and be listed once, ascending.
+  for (std::vector<int32_t> bad :
+       {std::vector<int32_t>{0, 4}, {-1, 2}, {2, 1}, {1, 1}}) {
+    in.requests[0].set_ranks = bad;
+    EXPECT_FALSE(DecodeRequestList(EncodeRequestList(in), 4, &out).ok());
+  }
+  in.requests = {remove};
+  in.requests[0].set_id = -1;
+  EXPECT_FALSE(DecodeRequestList(EncodeRequestList(in), 4, &out).ok());
+
+  ResponseList rin;
+  Response added;
+  added.op = Op::kAddProcessSet;
+  added.names = {"__add_process_set__"};
+  added.shapes = {{}};
+  added.set_id = 3;
+  added.set_ranks = {1, 2};
+  Response join;
+  join.op = Op::kJoin;
+  join.names = {"__join__"};
+  join.shapes = {{}};
+  join.last_joined = 3;
+  rin.responses = {added, join};
+  ResponseList rout;
+  ASSERT_TRUE(
+      DecodeResponseList(EncodeResponseList(rin, nullptr), 4, nullptr, &rout)
+          .ok());
+  EXPECT_EQ(rout.responses[0].set_id, 3);
+  EXPECT_EQ(rout.responses[0].set_ranks, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(rout.responses[1].last_joined, 3);
+  // The last rank to join is a rank of the job.
+  EXPECT_FALSE(
+      DecodeResponseList(EncodeResponseList(rin, nullptr), 3, nullptr, &rout)
+          .ok());
 }
 
 TEST(Wire, RejectsMalformedInput) {
@@ -134,7 +185,7 @@ TEST(Wire, FuzzSeedsDecode) {
     EXPECT_TRUE(st.ok()) << entry.path() << ": " << st.message();
     ++seeds;
   }
-  EXPECT_GE(seeds, 4);
+  EXPECT_GE(seeds, 8);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ namespace horovod {
 
 inline void FillFuzzCache(ResponseCache* cache) {
   Response r;
-  r.op = static_cast<uint8_t>(OpType::kAllreduce);
+  r.op = Op::kAllreduce;
   r.names = {"a", "b", "layer.weight"};
   r.shapes = {{4}, {2, 3}, {}};
   for (size_t i = 0; i < r.names.size(); ++i) cache->Put(r, i, 1);

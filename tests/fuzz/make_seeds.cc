@@ -55,7 +55,7 @@ void WireSeeds(const std::string& dir) {
   a.epoch = 7;
   Request r;
   r.rank = 2;
-  r.op = static_cast<uint8_t>(OpType::kAllreduce);
+  r.op = Op::kAllreduce;
   r.name = "grad.conv1";
   r.dtype = DataType::kFloat16;
   r.reduce_op = ReduceOp::kAverage;
@@ -63,7 +63,7 @@ void WireSeeds(const std::string& dir) {
   r.postscale = 0.25;
   a.requests.push_back(r);
   Request t = r;
-  t.op = static_cast<uint8_t>(OpType::kAlltoall);
+  t.op = Op::kAlltoall;
   t.name = "tokens";
   t.shape = {8, 16};
   t.splits = {2, 2, 2, 2};
@@ -82,25 +82,39 @@ void WireSeeds(const std::string& dir) {
   w.waiting_update = true;
   w.waiting = {"0:__barrier__", "2:allgather.x"};
   Write(dir, "waiting", jobs4 + EncodeRequestList(w));
+  RequestList sets;
+  Request add;
+  add.rank = 1;
+  add.op = Op::kAddProcessSet;
+  add.name = "__add_process_set__";
+  add.set_ranks = {0, 1, 3};
+  sets.requests.push_back(add);
+  Request remove = add;
+  remove.op = Op::kRemoveProcessSet;
+  remove.name = "__remove_process_set__";
+  remove.set_ranks.clear();
+  remove.set_id = 2;
+  sets.requests.push_back(remove);
+  Write(dir, "process_sets", jobs4 + EncodeRequestList(sets));
 
   ResponseCache cache(8);
   FillFuzzCache(&cache);
   const char resp4 = static_cast<char>(0x80 | jobs4);
   ResponseList l;
   Response fused;
-  fused.op = static_cast<uint8_t>(OpType::kAllreduce);
+  fused.op = Op::kAllreduce;
   fused.names = {"a", "b"};
   fused.shapes = {{4}, {2, 3}};
   l.responses.push_back(fused);  // travels as slots
   Response g;
-  g.op = static_cast<uint8_t>(OpType::kAllgather);
+  g.op = Op::kAllgather;
   g.names = {"gather"};
   g.dtype = DataType::kInt64;
   g.shapes = {{5, 2}};
   g.sizes = {5, 1, 0, 3};
   l.responses.push_back(g);
   Response e;
-  e.op = static_cast<uint8_t>(OpType::kBroadcast);
+  e.op = Op::kBroadcast;
   e.error = true;
   e.error_message = "mismatched shapes";
   e.names = {"w"};
@@ -113,6 +127,21 @@ void WireSeeds(const std::string& dir) {
   s.shutdown = true;
   s.abort_reason = "job failed";
   Write(dir, "responses_abort", resp4 + EncodeResponseList(s, &cache));
+  ResponseList control;
+  Response added;
+  added.op = Op::kAddProcessSet;
+  added.names = {"__add_process_set__"};
+  added.shapes = {{}};
+  added.set_id = 3;
+  added.set_ranks = {0, 2};
+  control.responses.push_back(added);
+  Response join;
+  join.op = Op::kJoin;
+  join.names = {"__join__"};
+  join.shapes = {{}};
+  join.last_joined = 2;
+  control.responses.push_back(join);
+  Write(dir, "responses_control", resp4 + EncodeResponseList(control, &cache));
 }
 
 // handshake_fuzz plays rank 0 of 4: as server it hears rank 1's hello; as

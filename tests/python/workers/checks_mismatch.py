@@ -120,7 +120,8 @@ def check_add_process_set_of_different_ranks():
         raise AssertionError("add_process_set of different ranks completed")
     except hvd.HorovodInternalError as e:
         assert time.monotonic() - start < LIMIT_S
-        assert "Mismatched add_process_set tensor shapes" in str(e), e
+        assert ("Mismatched add_process_set: rank 0 adds ranks [0], "
+                "rank 1 adds ranks [1]") in str(e), e
     hvd.barrier()
 
 
