@@ -9,6 +9,7 @@
 #ifndef HOROVOD_ENGINE_H_
 #define HOROVOD_ENGINE_H_
 
+#include <horovod/engine_metrics.h>
 #include <horovod/job_info.h>
 #include <horovod/knobs.h>
 #include <horovod/status.h>
@@ -154,6 +155,9 @@ class Engine {
   // again finishes the previous file. HOROVOD_TIMELINE starts one at init.
   Status StartTimeline(const std::string& path, bool mark_cycles = false);
   void StopTimeline();
+
+  // Where this rank's engine time went so far (see engine_metrics.h).
+  EngineMetrics Metrics() const;
 
   // Collective: waits (bounded) for every rank, then stops the loop. Pending
   // operations fail. Called by the destructor when not called explicitly.

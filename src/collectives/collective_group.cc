@@ -25,7 +25,7 @@ PackedRun::PackedRun(const Piece* pieces, size_t n, DataType dtype,
       std::memcpy(buf_, pieces[0].src, static_cast<size_t>(count_) * esize_);
     return;
   }
-  if (on_phase_ != nullptr) (*on_phase_)("MEMCPY_IN_FUSION_BUFFER");
+  if (on_phase_ != nullptr) (*on_phase_)("", "MEMCPY_IN_FUSION_BUFFER");
   buf_ = fusion->Get(static_cast<size_t>(count_) * esize_);
   for (size_t i = 0; i < n_; ++i) {
     const Piece& p = pieces_[i];
@@ -38,7 +38,7 @@ PackedRun::PackedRun(const Piece* pieces, size_t n, DataType dtype,
 
 void PackedRun::Unpack() const {
   if (n_ <= 1) return;
-  if (on_phase_ != nullptr) (*on_phase_)("MEMCPY_OUT_FUSION_BUFFER");
+  if (on_phase_ != nullptr) (*on_phase_)("", "MEMCPY_OUT_FUSION_BUFFER");
   for (size_t i = 0; i < n_; ++i) {
     const Piece& p = pieces_[i];
     if (p.count > 0)

@@ -52,10 +52,12 @@ struct ReduceArgs {
   double postscale = 1.0;
 };
 
-// Called as each phase of a collective starts, with its timeline activity:
-// how the data moves and what it does, e.g. "SHM_ALLREDUCE",
-// "TCP_CROSS_ALLREDUCE", "MEMCPY_IN_FUSION_BUFFER".
-using PhaseFn = std::function<void(const std::string& activity)>;
+// Called as each phase of a collective starts, with its timeline activity
+// in two parts, how the data moves (a group's kind, or "" for local copies)
+// and what it does: ("SHM_", "ALLREDUCE"), ("TCP_", "CROSS_ALLREDUCE"),
+// ("", "MEMCPY_IN_FUSION_BUFFER"). Two parts so that observers that do not
+// print them build no string.
+using PhaseFn = std::function<void(const char* prefix, const char* name)>;
 
 class CollectiveGroup {
  public:

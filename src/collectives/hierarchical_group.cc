@@ -31,7 +31,7 @@ Status HierarchicalGroup::Allreduce(const Piece* pieces, size_t n,
                                     const ReduceArgs& args,
                                     const PhaseFn* on_phase) {
   auto phase = [&](const CollectiveGroup& g, const char* name) {
-    if (on_phase != nullptr) (*on_phase)(std::string(g.kind()) + name);
+    if (on_phase != nullptr) (*on_phase)(g.kind(), name);
   };
   return AllreducePacked(
       pieces, n, args, fusion_, on_phase, [&](char* buf, int64_t count) {

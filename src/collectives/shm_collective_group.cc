@@ -37,7 +37,7 @@ Status ShmCollectiveGroup::Allreduce(const Piece* pieces, size_t n,
                                      const ReduceArgs& args,
                                      const PhaseFn* on_phase) {
   auto report = [&] {
-    if (on_phase != nullptr) (*on_phase)(std::string(kind()) + "ALLREDUCE");
+    if (on_phase != nullptr) (*on_phase)(kind(), "ALLREDUCE");
   };
   const size_t esize = DataTypeSize(args.dtype);
   if (AnyOverlap(pieces, n, esize))

@@ -1,6 +1,5 @@
 #include "collectives/tcp_group.h"
 
-#include <string>
 #include <utility>
 
 #include "collectives/collectives.h"
@@ -18,7 +17,7 @@ Status TcpGroup::Allreduce(const Piece* pieces, size_t n,
                            const ReduceArgs& args, const PhaseFn* on_phase) {
   return AllreducePacked(
       pieces, n, args, fusion_, on_phase, [&](char* buf, int64_t count) {
-        if (on_phase != nullptr) (*on_phase)(std::string(kind()) + "ALLREDUCE");
+        if (on_phase != nullptr) (*on_phase)(kind(), "ALLREDUCE");
         return horovod::Allreduce(comm_, buf, count, args.dtype, args.op);
       });
 }

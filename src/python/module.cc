@@ -342,6 +342,24 @@ NB_MODULE(_core, m) {
              nb::gil_scoped_release release;
              e.get().StopTimeline();
            })
+      .def("metrics",
+           [](PyEngine& e) {
+             const EngineMetrics m = e.get().Metrics();
+             nb::dict d;
+             d["cycles"] = m.cycles;
+             d["responses"] = m.responses;
+             d["tensors"] = m.tensors;
+             d["bytes"] = m.bytes;
+             d["cache_hits"] = m.cache_hits;
+             d["cache_misses"] = m.cache_misses;
+             d["idle_s"] = m.idle_s;
+             d["negotiate_s"] = m.negotiate_s;
+             d["bookkeeping_s"] = m.bookkeeping_s;
+             d["copy_s"] = m.copy_s;
+             d["transfer_s"] = m.transfer_s;
+             d["wait_s"] = m.wait_s;
+             return d;
+           })
       .def("process_set_ids",
            [](PyEngine& e) { return e.get().ProcessSetIds(); })
       .def("shutdown", [](PyEngine& e) {

@@ -57,6 +57,14 @@ class DriveGate {
     waiting_inside_.fetch_sub(1);
   }
 
+  // Time threads spent blocked in Handle::Wait (EngineMetrics::wait_s).
+  void AddWaitTime(std::chrono::nanoseconds t) {
+    wait_ns_.fetch_add(t.count(), std::memory_order_relaxed);
+  }
+  std::chrono::nanoseconds wait_time() const {
+    return std::chrono::nanoseconds(wait_ns_.load(std::memory_order_relaxed));
+  }
+
   // After this returns no DriveFn or WaitFn runs, now or later.
   void Close() {
     shut_.store(true);
@@ -83,6 +91,7 @@ class DriveGate {
     cv_.notify_all();
   }
 
+  std::atomic<int64_t> wait_ns_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   bool closed_ = false;

@@ -170,6 +170,8 @@ Status Engine::StartTimeline(const std::string& path, bool mark_cycles) {
 
 void Engine::StopTimeline() { impl_->StopTimeline(); }
 
+EngineMetrics Engine::Metrics() const { return impl_->Metrics(); }
+
 Status Engine::Shutdown() { return impl_->Shutdown(); }
 
 }  // namespace horovod

@@ -100,6 +100,7 @@ class EngineImpl {
 
   // Only rank 0 records: it sees every rank's negotiation.
   Status StartTimeline(const std::string& path, bool mark_cycles);
+  EngineMetrics Metrics() const;
   void StopTimeline() { timeline_.Stop(); }
   ProcessSetTable& sets() { return sets_; }
 
@@ -139,7 +140,9 @@ class EngineImpl {
 
   // Sleeps until an enqueue or a control frame may be waiting, or until
   // timeout_ms; afterwards HasData() tells which links have something.
+  // The time counts as idle, or as negotiation while work is pending.
   void AwaitEvent(int timeout_ms);
+  void AwaitEventUntimed(int timeout_ms);
 
   // --- background loop -----------------------------------------------------
 
@@ -157,6 +160,8 @@ class EngineImpl {
   // One step with drive_mu_ held; ends the loop when the job is over or
   // failed.
   void RunStep(int max_wait_ms);
+  // Adds the step that just ended (it took `step`) to the metrics.
+  void AddStepMetrics(Clock::duration step);
 
   // A collective failing on a broken link says only which neighbour this
   // rank lost; the control plane usually knows which rank actually died.
@@ -268,6 +273,11 @@ class EngineImpl {
   std::atomic<bool> loop_done_{false};
   bool shutdown_sent_ = false;
   uint64_t epoch_ = 0;
+  // EngineMetrics: the running step's share, added under metrics_mu_ when
+  // the step ends (any thread may read the totals).
+  EngineMetrics step_metrics_;
+  mutable std::mutex metrics_mu_;
+  EngineMetrics metrics_;
   std::unordered_map<uint32_t, std::string> hit_keys_;
   std::atomic<uint64_t> auto_name_counter_[8] = {};
 };

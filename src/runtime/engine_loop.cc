@@ -4,7 +4,23 @@
 
 namespace horovod {
 
+namespace {
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
 void EngineImpl::AwaitEvent(int timeout_ms) {
+  const auto begin = Clock::now();
+  const bool pending = queue_.Pending();
+  AwaitEventUntimed(timeout_ms);
+  (pending ? step_metrics_.negotiate_s : step_metrics_.idle_s) +=
+      Seconds(Clock::now() - begin);
+}
+
+void EngineImpl::AwaitEventUntimed(int timeout_ms) {
   for (auto& link : control_) link->Flush();
   if (bell_ != nullptr) {
     // A ring announces bytes, not frames: frames still waiting in a ring
@@ -74,8 +90,10 @@ void EngineImpl::DriveUntil(HandleState& h, Clock::time_point until) {
 
 void EngineImpl::RunStep(int max_wait_ms) {
   bool finished = false;
+  const auto begin = Clock::now();
   Status st = job_.rank == 0 ? CoordinatorStep(max_wait_ms, &finished)
                              : WorkerStep(max_wait_ms, &finished);
+  AddStepMetrics(Clock::now() - begin);
   if (st.ok() && !finished) return;
   if (!st.ok()) Fatal(st.message());
   // Transfers that broke as the job shut down, and operations it will
@@ -85,6 +103,44 @@ void EngineImpl::RunStep(int max_wait_ms) {
   queue_.FailAll(Status::Aborted(ShutdownMessage()));
   loop_done_.store(true);
   park_cv_.notify_all();
+}
+
+void EngineImpl::AddStepMetrics(Clock::duration step) {
+  EngineMetrics& s = step_metrics_;
+  const ExecutorStats x = executor_->TakeStats();
+  s.responses = x.responses;
+  s.tensors = x.tensors;
+  s.bytes = x.bytes;
+  s.copy_s = x.copy_ns * 1e-9;
+  s.transfer_s = x.transfer_ns * 1e-9;
+  s.bookkeeping_s = std::max(
+      0.0, Seconds(step) - s.idle_s - s.negotiate_s - s.copy_s - s.transfer_s);
+  {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    EngineMetrics& m = metrics_;
+    m.cycles += s.cycles;
+    m.responses += s.responses;
+    m.tensors += s.tensors;
+    m.bytes += s.bytes;
+    m.cache_hits += s.cache_hits;
+    m.cache_misses += s.cache_misses;
+    m.idle_s += s.idle_s;
+    m.negotiate_s += s.negotiate_s;
+    m.bookkeeping_s += s.bookkeeping_s;
+    m.copy_s += s.copy_s;
+    m.transfer_s += s.transfer_s;
+  }
+  s = EngineMetrics();
+}
+
+EngineMetrics EngineImpl::Metrics() const {
+  EngineMetrics m;
+  {
+    std::lock_guard<std::mutex> lock(metrics_mu_);
+    m = metrics_;
+  }
+  if (gate_ != nullptr) m.wait_s = Seconds(gate_->wait_time());
+  return m;
 }
 
 }  // namespace horovod

@@ -21,9 +21,11 @@ RequestList EngineImpl::CollectRequests() {
   for (Request& r : queue_.TakeNew()) {
     int slot = job_.rank == 0 ? -1 : cache_.Find(r);
     if (slot >= 0) {
+      step_metrics_.cache_hits += 1;  // rank 0 finds no slots: it sends none
       list.cache_hits.push_back(static_cast<uint32_t>(slot));
       hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
     } else {
+      if (job_.rank != 0) step_metrics_.cache_misses += 1;
       list.requests.push_back(std::move(r));
     }
   }
@@ -156,6 +158,7 @@ Status EngineImpl::WorkerStep(int max_wait_ms, bool* finished) {
 Status EngineImpl::ExecuteList(const ResponseList& list) {
   const auto start = Clock::now();
   ++epoch_;
+  if (!list.responses.empty()) step_metrics_.cycles += 1;
   if (list.small_allreduce_bytes >= 0)
     executor_->SetSmallAllreduceBytes(list.small_allreduce_bytes);
   for (const Response& r : list.responses) {

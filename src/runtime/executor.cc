@@ -125,6 +125,39 @@ void Executor::Finish(TensorEntry& e, const Status& s) {
   e.handle->Complete(s);
 }
 
+void Executor::Count(const TensorEntry& e) {
+  stats_.tensors += 1;
+  stats_.bytes += e.tensor.NumBytes();
+}
+
+ExecutorStats Executor::TakeStats() {
+  ExecutorStats s = stats_;
+  stats_ = ExecutorStats();
+  return s;
+}
+
+void Executor::BeginPhases() {
+  phase_start_ = std::chrono::steady_clock::now();
+  phase_copies_ = false;
+  stats_.responses += 1;
+}
+
+void Executor::Phase(const Response& r, const char* prefix, const char* name) {
+  EndPhases();
+  phase_copies_ = std::strncmp(name, "MEMCPY", 6) == 0;
+  if (timeline_ != nullptr && timeline_->active())
+    Mark(r, (std::string(prefix) + name).c_str());
+}
+
+void Executor::EndPhases() {
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - phase_start_)
+          .count();
+  (phase_copies_ ? stats_.copy_ns : stats_.transfer_ns) += ns;
+  phase_start_ = now;
+}
+
 // Collectives fail only when the transport does; such entries wait for
 // FailBroken so their error names the rank that died.
 void Executor::Done(TensorEntry& e, const Status& s) {
@@ -242,27 +275,30 @@ Status Executor::Allreduce(const Response& r, Plan& plan) {
     args.op = ReduceOp::kSum;
     args.postscale /= plan.group->size();
   }
-  PhaseFn phase = [&](const std::string& activity) {
-    Mark(r, activity.c_str());
+  PhaseFn phase = [this, &r](const char* prefix, const char* name) {
+    Phase(r, prefix, name);
   };
-  const PhaseFn* on_phase =
-      timeline_ != nullptr && timeline_->active() ? &phase : nullptr;
   Status st;
+  BeginPhases();
   if (r.reduce_op == ReduceOp::kAdasum) {
     // Over every member through the transport, even on one host: its
     // combination needs each tensor's whole vectors, not shared pieces.
     Communicator& p2p = *plan.p2p;
-    st = AllreducePacked(
-        pieces_.data(), n, args, &fusion_buffer_, on_phase,
-        [&](char* buf, int64_t) {
-          Mark(r, p2p.size() == 1 ? "LOCAL_ADASUM" : "TCP_ADASUM");
-          return AdasumAllreduce(p2p, buf, counts_, r.dtype);
-        });
+    st = AllreducePacked(pieces_.data(), n, args, &fusion_buffer_, &phase,
+                         [&](char* buf, int64_t) {
+                           Phase(r, p2p.size() == 1 ? "LOCAL_" : "TCP_",
+                                 "ADASUM");
+                           return AdasumAllreduce(p2p, buf, counts_, r.dtype);
+                         });
   } else {
-    st = plan.group->Allreduce(pieces_.data(), n, args, on_phase);
+    st = plan.group->Allreduce(pieces_.data(), n, args, &phase);
   }
+  EndPhases();
   for (size_t i = 0; i < n; ++i)
-    if (present_[i]) Done(entries_[i], st);
+    if (present_[i]) {
+      Count(entries_[i]);
+      Done(entries_[i], st);
+    }
   entries_.clear();  // keeps the capacity, releases the handles
   return st;
 }
@@ -281,7 +317,10 @@ Status Executor::Allgather(const Response& r, CollectiveGroup& g) {
   }
   auto out = std::make_shared<Buffer>(static_cast<size_t>(rows * row));
   MarkTransfer(r, g);
+  BeginPhases();
   Status st = g.Allgatherv(e.tensor.data, out->data(), bytes);
+  EndPhases();
+  Count(e);
   e.handle->output = out;
   e.handle->output_shape = shape;
   e.handle->output_shape[0] = rows;
@@ -297,8 +336,11 @@ Status Executor::Broadcast(const Response& r, CollectiveGroup& g) {
   for (int m = 0; m < g.size(); ++m)
     if (g.global_rank(m) == r.root) root = m;
   MarkTransfer(r, g);
+  BeginPhases();
   Status st = g.Broadcast(e.tensor.data,
                           static_cast<int64_t>(e.tensor.NumBytes()), root);
+  EndPhases();
+  Count(e);
   Done(e, st);
   return st;
 }
@@ -321,8 +363,11 @@ Status Executor::Alltoall(const Response& r, CollectiveGroup& g) {
   }
   auto out = std::make_shared<Buffer>(static_cast<size_t>(rows * row));
   MarkTransfer(r, g);
+  BeginPhases();
   Status st =
       g.Alltoallv(e.tensor.data, send, out->data(), recv, max_pair_rows * row);
+  EndPhases();
+  Count(e);
   e.handle->output = out;
   e.handle->output_shape = e.tensor.shape;
   e.handle->output_shape[0] = rows;
@@ -356,7 +401,10 @@ Status Executor::Reducescatter(const Response& r, CollectiveGroup& g) {
   if (r.reduce_op == ReduceOp::kAverage) post /= n;
   MarkTransfer(r, g);
   ScaleBuffer(buf, total, r.dtype, r.prescale);
+  BeginPhases();
   Status st = g.ReduceScatter(buf, counts, r.dtype, op);
+  EndPhases();
+  Count(e);
   char* mine = buf + my_offset * esize;
   ScaleBuffer(mine, counts[me], r.dtype, post);
   auto out = std::make_shared<Buffer>(static_cast<size_t>(counts[me]) * esize);

@@ -8,6 +8,8 @@
 #ifndef HOROVOD_RUNTIME_EXECUTOR_H_
 #define HOROVOD_RUNTIME_EXECUTOR_H_
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -34,6 +36,15 @@ namespace horovod {
 using ShmGroupFactory = std::function<Status(const std::vector<int>& members,
                                              std::unique_ptr<ShmGroup>* out)>;
 
+// What an executor did since its stats were last taken (EngineMetrics).
+struct ExecutorStats {
+  uint64_t responses = 0;  // collectives that moved data
+  uint64_t tensors = 0;
+  uint64_t bytes = 0;
+  int64_t copy_ns = 0;      // fusion-buffer copies
+  int64_t transfer_ns = 0;  // everything else inside the collectives
+};
+
 class Executor {
  public:
   // `shm`, if not null, holds this host's ranks; collectives whose members
@@ -56,6 +67,8 @@ class Executor {
   void FailBroken(const Status& status);
   // Wakes and fails every wait in the groups it made (any thread).
   void Abort(const std::string& reason);
+  // Returns the stats gathered since the last call and starts anew.
+  ExecutorStats TakeStats();
 
  private:
   // How this rank runs one process set's collectives, built on its first
@@ -81,6 +94,14 @@ class Executor {
   Status Alltoall(const Response& r, CollectiveGroup& g);
   Status Reducescatter(const Response& r, CollectiveGroup& g);
   void Finish(TensorEntry& e, const Status& s);
+  // Counts one collective's tensor and its bytes.
+  void Count(const TensorEntry& e);
+  // A collective's time, split by its phases as they start (a PhaseFn):
+  // fusion-buffer copies count as copying, the rest as transfer. Phase
+  // also moves the response's tensors to the phase's timeline activity.
+  void BeginPhases();
+  void Phase(const Response& r, const char* prefix, const char* name);
+  void EndPhases();
   // Moves every tensor of `r` to timeline activity `activity`.
   void Mark(const Response& r, const char* activity);
   // The activity of moving data for `r`: transport and op, e.g.
@@ -112,6 +133,9 @@ class Executor {
   std::vector<bool> present_;
   std::vector<Piece> pieces_;
   std::vector<int64_t> counts_;  // elements per tensor, for Adasum
+  ExecutorStats stats_;
+  std::chrono::steady_clock::time_point phase_start_;
+  bool phase_copies_ = false;  // the current phase is a fusion-buffer copy
 };
 
 }  // namespace horovod

@@ -46,10 +46,12 @@ Status Handle::Wait(double timeout_s) const {
   // The engine reports what this rank's threads are blocked on to rank 0,
   // from the start of the wait until its end, however it ends.
   DriveGate& gate = *state_->gate;
+  const auto start = SteadyClock::now();
   gate.Waiting(*state_, true);
   gate.Drive(*state_, until);
   Status st = Sleep(*state_, until, timeout_s < 0);
   gate.Waiting(*state_, false);
+  gate.AddWaitTime(SteadyClock::now() - start);
   return st;
 }
 

@@ -85,6 +85,11 @@ void TensorQueue::TakeMany(int process_set,
   }
 }
 
+bool TensorQueue::Pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !in_flight_.empty();
+}
+
 bool TensorQueue::Find(const std::string& key, Request* out) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = in_flight_.find(key);

@@ -49,6 +49,8 @@ class TensorQueue {
   // (*present)[i] says whether (*out)[i] was found.
   void TakeMany(int process_set, const std::vector<std::string>& names,
                 std::vector<TensorEntry>* out, std::vector<bool>* present);
+  // Whether some entry is in flight (submitted and not yet executed).
+  bool Pending();
   // Copies the in-flight request under `key`; false if there is none.
   bool Find(const std::string& key, Request* out);
   // The keys of the in-flight entries behind `handles`, sorted, each once;

@@ -653,6 +653,84 @@ TEST(Engine, AliasedTensorsInOneFusedAllreduce) {
   ExpectEveryRankOk(failures);
 }
 
+// The metrics count the work done between two snapshots and split the
+// loop's time by phase: with shared memory the fused tensors are reduced
+// where they lie (no copies); over TCP they pass through the fusion buffer.
+void CheckMetrics(bool shm) {
+  const int n = 3, steps = 10, per_step = 3;
+  const int64_t count = 16 << 10;  // 64 KiB of float32
+  Knobs knobs;
+  knobs.shm_disable = !shm;
+  const std::vector<std::string> failures = RunRanks(
+      n,
+      [&](Engine* e, int r, std::string* fail) {
+        std::vector<std::vector<float>> v(per_step,
+                                          std::vector<float>(count, 1.f));
+        const EngineMetrics m0 = e->Metrics();
+        const auto start = std::chrono::steady_clock::now();
+        for (int s = 0; s < steps; ++s) {
+          std::vector<Handle> hs(per_step);
+          for (int i = 0; i < per_step; ++i) {
+            CollectiveArgs args;
+            args.name = "metrics." + std::to_string(i);
+            if (!e->Allreduce({v[i].data(), DataType::kFloat32, {count}}, args,
+                              &hs[i])
+                     .ok())
+              *fail += "submit;";
+          }
+          for (Handle& h : hs)
+            if (!h.Wait(60).ok()) *fail += "wait;";
+        }
+        const double elapsed = std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count();
+        const EngineMetrics m = e->Metrics();
+        auto expect = [&](bool ok, const std::string& what) {
+          if (!ok) *fail += what + ";";
+        };
+        expect(m.tensors - m0.tensors == steps * per_step,
+               "tensors " + std::to_string(m.tensors - m0.tensors));
+        expect(m.bytes - m0.bytes == uint64_t(steps * per_step * count * 4),
+               "bytes " + std::to_string(m.bytes - m0.bytes));
+        const uint64_t responses = m.responses - m0.responses;
+        expect(responses >= steps && responses <= steps * per_step,
+               "responses " + std::to_string(responses));
+        expect(m.cycles - m0.cycles >= steps, "cycles");
+        expect(m.transfer_s > m0.transfer_s, "no transfer time");
+        expect(shm ? m.copy_s == m0.copy_s : m.copy_s > m0.copy_s,
+               "copy time " + std::to_string(m.copy_s - m0.copy_s));
+        expect(m.wait_s > m0.wait_s, "no wait time");
+        // The same names every step: workers name them by cache slot once
+        // the first step has cached them; rank 0 sends nothing.
+        const uint64_t hits = m.cache_hits - m0.cache_hits;
+        const uint64_t misses = m.cache_misses - m0.cache_misses;
+        if (r == 0)
+          expect(hits == 0 && misses == 0, "rank 0 sent requests");
+        else
+          expect(hits == (steps - 1) * per_step && misses == per_step,
+                 "hits " + std::to_string(hits) + " misses " +
+                     std::to_string(misses));
+        const double loop =
+            (m.idle_s - m0.idle_s) + (m.negotiate_s - m0.negotiate_s) +
+            (m.bookkeeping_s - m0.bookkeeping_s) + (m.copy_s - m0.copy_s) +
+            (m.transfer_s - m0.transfer_s);
+        // A loop step that began before the first snapshot (an idle wait,
+        // at most a second) counts whole.
+        expect(loop > 0 && loop < elapsed + 1.5,
+               "loop " + std::to_string(loop) + " s in " +
+                   std::to_string(elapsed) + " s");
+        if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+      },
+      knobs);
+  ExpectEveryRankOk(failures);
+}
+
+TEST(Engine, MetricsCountTheWorkAndSplitTheTimeSharedMemory) {
+  CheckMetrics(true);
+}
+
+TEST(Engine, MetricsCountTheWorkAndSplitTheTimeTcp) { CheckMetrics(false); }
+
 TEST(Engine, WrongSecretIsRefused) {
   const int port = FreePort();
   Status st0, st1;

@@ -87,13 +87,12 @@ void Check(const Case& c, int64_t count, DataType t, ReduceOp op) {
                                 Communicator(&tr, all, &scratch, cfg), &fusion),
                             &fusion);
     got[r] = Fill(t, count, r, true);
-    PhaseFn on_phase = [&](const std::string& p) {
+    PhaseFn on_phase = [&](const char* prefix, const char* name) {
       // Each phase names the group it runs on: the host's (shared memory
       // when it has one) or the leaders' (TCP).
-      const bool crossing = p.find("CROSS") != std::string::npos;
-      phases[r].push_back(p.substr(p.find('_') + 1));
-      EXPECT_EQ(p.substr(0, p.find('_') + 1), crossing ? "TCP_" : local_kind)
-          << p;
+      const bool crossing = std::string(name) == "CROSS_ALLREDUCE";
+      phases[r].push_back(name);
+      EXPECT_EQ(prefix, crossing ? "TCP_" : local_kind) << name;
     };
     const Piece whole{got[r].data(), 0, count};
     ASSERT_TRUE(group.Allreduce(&whole, 1, ReduceArgs{t, op}, &on_phase).ok());

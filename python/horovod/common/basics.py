@@ -136,6 +136,27 @@ class HorovodBasics:
         """Finishes the timeline file; it stays a complete trace."""
         self.engine.stop_timeline()
 
+    # -- metrics --------------------------------------------------------------
+    def metrics(self):
+        """Where this rank's engine spent its time since init, and the work
+        that time moved, as a dict (cumulative: subtract two snapshots to
+        look at an interval):
+
+        - ``cycles``, ``responses``, ``tensors``, ``bytes``: response lists
+          executed, collectives run (fused tensors count once), tensors
+          and their bytes;
+        - ``cache_hits``, ``cache_misses``: requests sent to rank 0 as
+          response-cache slots or in full;
+        - the background loop's seconds by phase, which add up to the time
+          it ran: ``idle_s`` (nothing submitted), ``negotiate_s``
+          (submitted work waiting for the other ranks and rank 0's answer),
+          ``bookkeeping_s`` (messages, coordinator, queue, completing
+          handles), ``copy_s`` (fusion buffer), ``transfer_s`` (moving and
+          reducing data);
+        - ``wait_s``: seconds threads spent blocked waiting on handles.
+        """
+        return self.engine.metrics()
+
     # -- process sets -------------------------------------------------------
     def add_process_set(self, process_set):
         if not isinstance(process_set, ProcessSet):

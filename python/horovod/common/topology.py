@@ -31,6 +31,7 @@ add_process_set = _basics.add_process_set
 remove_process_set = _basics.remove_process_set
 start_timeline = _basics.start_timeline
 stop_timeline = _basics.stop_timeline
+metrics = _basics.metrics
 
 __all__ = ["init", "shutdown", "is_initialized", "size", "rank",
            "local_size", "local_rank", "cross_size", "cross_rank",
@@ -38,4 +39,4 @@ __all__ = ["init", "shutdown", "is_initialized", "size", "rank",
            "mpi_built", "gloo_enabled", "gloo_built", "nccl_built",
            "ddl_built", "ccl_built", "cuda_built", "rocm_built",
            "add_process_set", "remove_process_set", "start_timeline",
-           "stop_timeline"]
+           "stop_timeline", "metrics"]

@@ -17,7 +17,8 @@ from horovod.jax.mpi_ops import (Adasum, Average, HorovodInternalError,  # noqa:
                                  broadcast_parameters, broadcast_variables,
                                  cross_rank, cross_size, grouped_allreduce,
                                  init, is_homogeneous, is_initialized, join,
-                                 local_rank, local_size, rank, reducescatter,
+                                 local_rank, local_size, metrics, rank,
+                                 reducescatter,
                                  remove_process_set, shutdown, size,
                                  start_timeline, stop_timeline)
 from horovod.jax.optimizer import DistributedOptimizer, allreduce_gradients  # noqa: F401

@@ -24,7 +24,7 @@ from horovod.torch.mpi_ops import (Adasum, Average, Max, Min, Product,  # noqa: 
                                    grouped_reducescatter,
                                    grouped_reducescatter_async, init,
                                    is_homogeneous, is_initialized, join,
-                                   local_rank, local_size, mpi_built,
+                                   local_rank, local_size, metrics, mpi_built,
                                    mpi_enabled, mpi_threads_supported,
                                    nccl_built, poll, rank, reducescatter,
                                    reducescatter_async, remove_process_set,

@@ -208,3 +208,27 @@ def check_broadcast_parameters_state_dict_and_lists():
     named = [("a", torch.full((2,), float(r)))]
     hvd.broadcast_parameters(named, root_rank=0)
     close(named[0][1], torch.zeros(2))
+
+
+def check_metrics_count_the_work_between_two_snapshots():
+    keys = {"cycles", "responses", "tensors", "bytes", "cache_hits",
+            "cache_misses", "idle_s", "negotiate_s", "bookkeeping_s",
+            "copy_s", "transfer_s", "wait_s"}
+    before = hvd.metrics()
+    assert set(before) == keys, sorted(before)
+    ts = [torch.ones(1000) for _ in range(4)]
+    for step in range(5):
+        hs = [hvd.allreduce_async_(t, name="metrics.%d" % i)
+              for i, t in enumerate(ts)]
+        for h in hs:
+            hvd.synchronize(h)
+    after = hvd.metrics()
+    delta = {k: after[k] - before[k] for k in keys}
+    assert delta["tensors"] == 20, delta
+    assert delta["bytes"] == 20 * 4000, delta
+    assert 5 <= delta["responses"] <= 20, delta
+    assert delta["transfer_s"] > 0 and delta["wait_s"] > 0, delta
+    assert all(delta[k] >= 0 for k in keys), delta
+    if r > 0:  # the same names every step: cached after the first
+        assert delta["cache_hits"] == 16 and delta["cache_misses"] == 4, delta
+    close(ts[0], torch.ones(1000))  # averaged
