@@ -74,8 +74,11 @@ def engine_call(fn, *args):
         raise HorovodInternalError(str(e)) from None
 
 
+_OK = _core.StatusCode.ok
+
+
 def _raise_for(code, message):
-    if code != _core.StatusCode.ok:
+    if code != _OK:
         raise HorovodInternalError(message)
 
 
@@ -89,18 +92,15 @@ class HandleTable:
         self._next = 0
         self._entries = {}
 
-    def reserve(self):
-        """A fresh handle number."""
+    def add(self, core_handles, finish, arrays):
+        """Files an operation under a fresh handle number and returns it.
+        `arrays` stay referenced until synchronize: the engine reads and
+        writes their memory until the operation completes."""
         with self._lock:
             h = self._next
             self._next += 1
+            self._entries[h] = (core_handles, finish, arrays)
             return h
-
-    def put(self, handle, core_handles, finish, arrays):
-        """`arrays` stay referenced until synchronize: the engine reads and
-        writes their memory until the operation completes."""
-        with self._lock:
-            self._entries[handle] = (core_handles, finish, arrays)
 
     def poll(self, handle):
         with self._lock:
@@ -120,7 +120,8 @@ class HandleTable:
         core_handles, finish, _ = entry
         for h in core_handles:
             code, message = h.wait()
-            _raise_for(code, message)
+            if code != _OK:
+                raise HorovodInternalError(message)
         return finish(core_handles)
 
 
@@ -181,22 +182,26 @@ class Collectives:
 
     def enqueue(self, op, arrays, prefix, name, finish, reduce_op=Sum,
                 prescale=1.0, postscale=1.0, root=0, splits=(),
-                process_set=global_process_set):
+                process_set=global_process_set, export=None):
         """Starts one operation over `arrays` (a group when several) and
         returns its handle number; synchronize() then returns
-        finish(core_handles)."""
+        finish(core_handles). `export`, when given, turns an array into
+        the DLPack capsule the engine reads, for frameworks with a faster
+        way to make one than the array's ``__dlpack__``."""
         engine = self._basics.engine
         ps = self.process_set_id(process_set)
-        handle = self.handles.reserve()
         arrays = list(arrays)
         full_name = op_name(prefix, name, 0 if name else self.unnamed_number(ps))
-        views, bits = _bfloat16_as_bits(arrays)
+        if export is None:
+            views, bits = _bfloat16_as_bits(arrays)
+        else:
+            views, bits = [export(a) for a in arrays], []
         core = engine_call(engine.enqueue, op.value, views, full_name,
                            int(reduce_op),
                            float(prescale), float(postscale), int(root),
-                           [int(s) for s in splits], ps, bits)
-        self.handles.put(handle, core, finish, arrays)
-        return handle
+                           [int(s) for s in splits] if splits else [], ps,
+                           bits)
+        return self.handles.add(core, finish, arrays)
 
     def poll(self, handle):
         return self.handles.poll(handle)

@@ -20,6 +20,15 @@ _collectives = _ops.process_collectives()
 _OP = _ops.OpType
 
 
+_to_dlpack = torch.utils.dlpack.to_dlpack
+
+
+def _enqueue(*args, **kwargs):
+    """Collectives.enqueue with torch's own DLPack export, which skips the
+    checks of ``Tensor.__dlpack__`` (microseconds a call)."""
+    return _collectives.enqueue(*args, export=_to_dlpack, **kwargs)
+
+
 
 def poll(handle):
     """True if the operation behind `handle` has finished."""
@@ -72,9 +81,13 @@ def _compression_none():
 def allreduce_async_(tensor, average=None, name=None, op=None,
                      prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
-    works, finish = _inplace_targets([tensor])
-    return _collectives.enqueue(
-        _OP.allreduce, works, "allreduce", name, lambda c: finish(c)[0],
+    if tensor.is_contiguous():  # the common case: written where it lies
+        works, finish = [tensor.detach()], lambda _: tensor
+    else:
+        works, finish = _inplace_targets([tensor])
+        finish = (lambda f: lambda c: f(c)[0])(finish)
+    return _enqueue(
+        _OP.allreduce, works, "allreduce", name, finish,
         resolve_op(average, op), prescale_factor, postscale_factor,
         process_set=process_set)
 
@@ -126,7 +139,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
                              prescale_factor=1.0, postscale_factor=1.0,
                              process_set=global_process_set):
     works, finish = _inplace_targets(list(tensors))
-    return _collectives.enqueue(
+    return _enqueue(
         _OP.allreduce, works, "grouped_allreduce", name, finish,
         resolve_op(average, op), prescale_factor, postscale_factor,
         process_set=process_set)
@@ -202,7 +215,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 # -- allgather ---------------------------------------------------------------
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    return _collectives.enqueue(_OP.allgather, [_input(tensor)], "allgather",
+    return _enqueue(_OP.allgather, [_input(tensor)], "allgather",
                                 name, _first_engine_tensor,
                                 process_set=process_set)
 
@@ -237,7 +250,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    return _collectives.enqueue(_OP.allgather, [_input(t) for t in tensors],
+    return _enqueue(_OP.allgather, [_input(t) for t in tensors],
                                 "grouped_allgather", name, _engine_tensors,
                                 process_set=process_set)
 
@@ -272,7 +285,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 def broadcast_async_(tensor, root_rank, name=None,
                      process_set=global_process_set):
     works, finish = _inplace_targets([tensor])
-    return _collectives.enqueue(_OP.broadcast, works, "broadcast", name,
+    return _enqueue(_OP.broadcast, works, "broadcast", name,
                                 lambda c: finish(c)[0], root=root_rank,
                                 process_set=process_set)
 
@@ -334,7 +347,7 @@ def alltoall_async(tensor, splits=None, name=None,
         received = torch.tensor(list(chs[0].received_splits),
                                 dtype=torch.int32)
         return _engine_tensor(chs[0]), received
-    return _collectives.enqueue(_OP.alltoall, [_input(tensor)], "alltoall",
+    return _enqueue(_OP.alltoall, [_input(tensor)], "alltoall",
                                 name, finish, splits=_split_counts(splits),
                                 process_set=process_set)
 
@@ -370,7 +383,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 def reducescatter_async(tensor, name=None, op=Average,
                         process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
-    return _collectives.enqueue(
+    return _enqueue(
         _OP.reducescatter, [_input(tensor)], "reducescatter", name,
         _first_engine_tensor, Average if op is None else op, prescale_factor,
         postscale_factor, process_set=process_set)
@@ -418,7 +431,7 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
 def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
-    return _collectives.enqueue(
+    return _enqueue(
         _OP.reducescatter, [_input(t) for t in tensors],
         "grouped_reducescatter", name, _engine_tensors,
         Average if op is None else op, prescale_factor, postscale_factor,
