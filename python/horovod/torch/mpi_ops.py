@@ -216,8 +216,8 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     return _enqueue(_OP.allgather, [_input(tensor)], "allgather",
-                                name, _first_engine_tensor,
-                                process_set=process_set)
+                    name, _first_engine_tensor,
+                    process_set=process_set)
 
 
 class HorovodAllgather(torch.autograd.Function):
@@ -251,8 +251,8 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return _enqueue(_OP.allgather, [_input(t) for t in tensors],
-                                "grouped_allgather", name, _engine_tensors,
-                                process_set=process_set)
+                    "grouped_allgather", name, _engine_tensors,
+                    process_set=process_set)
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -286,8 +286,8 @@ def broadcast_async_(tensor, root_rank, name=None,
                      process_set=global_process_set):
     works, finish = _inplace_targets([tensor])
     return _enqueue(_OP.broadcast, works, "broadcast", name,
-                                lambda c: finish(c)[0], root=root_rank,
-                                process_set=process_set)
+                    lambda c: finish(c)[0], root=root_rank,
+                    process_set=process_set)
 
 
 def broadcast_async(tensor, root_rank, name=None,
@@ -348,8 +348,8 @@ def alltoall_async(tensor, splits=None, name=None,
                                 dtype=torch.int32)
         return _engine_tensor(chs[0]), received
     return _enqueue(_OP.alltoall, [_input(tensor)], "alltoall",
-                                name, finish, splits=_split_counts(splits),
-                                process_set=process_set)
+                    name, finish, splits=_split_counts(splits),
+                    process_set=process_set)
 
 
 class HorovodAlltoall(torch.autograd.Function):
