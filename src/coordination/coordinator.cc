@@ -480,8 +480,7 @@ void Coordinator::Fuse(std::vector<Response>* responses) const {
             o.device == r.device && o.prescale == r.prescale &&
             o.postscale == r.postscale &&
             bytes[i] + nbytes <= config_.fusion_threshold) {
-          o.names.push_back(std::move(r.names[0]));
-          o.shapes.push_back(std::move(r.shapes[0]));
+          AddTensor(&o, r, 0);
           bytes[i] += nbytes;
           fusable = false;
           nbytes = -1;

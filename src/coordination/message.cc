@@ -21,6 +21,20 @@ std::string UpperOpName(Op op) {
   return s;
 }
 
+TensorGroup GroupOf(const Response& r, size_t i) {
+  return i < r.groups.size() ? r.groups[i] : TensorGroup();
+}
+
+void AddTensor(Response* to, const Response& from, size_t i) {
+  const TensorGroup g = GroupOf(from, i);
+  if (g.size > 0 || !to->groups.empty()) {
+    to->groups.resize(to->names.size());
+    to->groups.push_back(g);
+  }
+  to->names.push_back(from.names[i]);
+  to->shapes.push_back(from.shapes[i]);
+}
+
 Response ResponseFor(const Request& r) {
   Response c;
   c.op = r.op;
@@ -35,6 +49,7 @@ Response ResponseFor(const Request& r) {
   c.shapes = {r.shape};
   c.set_id = r.set_id;
   c.set_ranks = r.set_ranks;
+  if (r.group_size > 0) c.groups = {{r.group, r.group_size}};
   return c;
 }
 
@@ -53,6 +68,9 @@ Request RequestFor(const Response& resp, size_t i, int rank) {
   r.shape = resp.shapes[i];
   r.set_id = resp.set_id;
   r.set_ranks = resp.set_ranks;
+  const TensorGroup g = GroupOf(resp, i);
+  r.group = g.name;
+  r.group_size = g.size;
   return r;
 }
 

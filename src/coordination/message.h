@@ -52,6 +52,17 @@ inline std::string TensorKey(int32_t process_set, const std::string& name) {
   return std::to_string(process_set) + ":" + name;
 }
 
+// The group a tensor was submitted in (a grouped collective): the
+// coordinator releases a group only whole. size 0: not grouped.
+struct TensorGroup {
+  std::string name;
+  int32_t size = 0;
+  bool operator==(const TensorGroup& o) const {
+    return size == o.size && name == o.name;
+  }
+  bool operator!=(const TensorGroup& o) const { return !(*this == o); }
+};
+
 struct Request {
   int32_t rank = 0;
   Op op = Op::kAllreduce;
@@ -109,7 +120,15 @@ struct Response {
   int32_t set_id = 0;
   std::vector<int32_t> set_ranks;
   int32_t last_joined = -1;  // join: the last rank to join
+  // Per name, when any of them was submitted in a group; empty otherwise
+  // (GroupOf reads it either way).
+  std::vector<TensorGroup> groups;
 };
+
+// The group of tensor `i` of `r` (size 0 when not grouped).
+TensorGroup GroupOf(const Response& r, size_t i);
+// Appends tensor `i` of `from` (name, shape, group) to `to`.
+void AddTensor(Response* to, const Response& from, size_t i);
 
 struct ResponseList {
   bool shutdown = false;

@@ -15,7 +15,7 @@ bool SameScalars(const Response& a, const T& b) {
 // Cached entry `a` (one tensor) against tensor `i` of `b`.
 bool SameParams(const Response& a, const Response& b, size_t i) {
   return SameScalars(a, b) && a.shapes.size() == 1 &&
-         a.shapes[0] == b.shapes[i];
+         a.shapes[0] == b.shapes[i] && GroupOf(a, 0) == GroupOf(b, i);
 }
 
 // Tensor `i` of `r` as a response of its own.
@@ -33,6 +33,9 @@ void AssignSingle(const Response& r, size_t i, Response* out) {
   out->postscale = r.postscale;
   out->shapes.assign(1, r.shapes[i]);
   out->sizes.clear();
+  const TensorGroup g = GroupOf(r, i);
+  out->groups.clear();
+  if (g.size > 0) out->groups.push_back(g);
 }
 
 }  // namespace
@@ -43,11 +46,14 @@ bool ResponseCache::Cacheable(const Response& r) {
 }
 
 int ResponseCache::Find(const Request& r) const {
-  if (capacity_ == 0 || r.group_size > 0) return -1;
+  if (capacity_ == 0) return -1;
   auto it = index_.find(TensorKey(r.process_set, r.name));
   if (it == index_.end()) return -1;
   const Response& c = entries_[it->second].response;
-  return SameScalars(c, r) && c.shapes[0] == r.shape
+  // A grouped tensor names its group by slot too: the cached entry keeps
+  // the group, so rank 0 still releases the group whole.
+  return SameScalars(c, r) && c.shapes[0] == r.shape &&
+                 GroupOf(c, 0) == TensorGroup{r.group, r.group_size}
              ? static_cast<int>(it->second)
              : -1;
 }

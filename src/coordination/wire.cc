@@ -7,7 +7,7 @@ namespace {
 
 constexpr uint32_t kRequestMagic = 0x51525648;   // "HVRQ"
 constexpr uint32_t kResponseMagic = 0x53525648;  // "HVRS"
-constexpr uint8_t kVersion = 3;
+constexpr uint8_t kVersion = 4;
 // Threads of one rank blocked at once; more is not a real job.
 constexpr uint32_t kMaxWaiting = 4096;
 constexpr uint32_t kMaxDims = 64;
@@ -255,6 +255,11 @@ std::string EncodeResponseList(const ResponseList& list,
     w.I64s(r.sizes);
     PutSetFields(w, r.op, r.set_id, r.set_ranks);
     if (r.op == Op::kJoin) w.Put<int32_t>(r.last_joined);
+    w.Put<uint32_t>(static_cast<uint32_t>(r.groups.size()));
+    for (const TensorGroup& g : r.groups) {
+      w.Str(g.name);
+      w.Put<int32_t>(g.size);
+    }
   }
   w.Put<uint32_t>(static_cast<uint32_t>(list.stale_hits.size()));
   for (auto& s : list.stale_hits) {
@@ -290,12 +295,10 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
         r.Get(&slot);
         if (!r.ok() || !cache->Has(slot)) return Malformed("response");
         const Response& c = cache->Get(slot);
-        if (i == 0) {
+        if (i == 0)
           resp = c;
-        } else {
-          resp.names.push_back(c.names[0]);
-          resp.shapes.push_back(c.shapes[0]);
-        }
+        else
+          AddTensor(&resp, c, 0);
       }
       continue;
     }
@@ -329,6 +332,14 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
         (!r.Get(&resp.last_joined) || resp.last_joined < -1 ||
          resp.last_joined >= job_size))
       return Malformed("response");
+    // Groups, when any: one per name, each of at least one tensor.
+    if (!r.Count(&k, 8, static_cast<uint32_t>(resp.names.size())) ||
+        (k != 0 && k != resp.names.size()))
+      return Malformed("response");
+    resp.groups.resize(k);
+    for (TensorGroup& g : resp.groups)
+      if (!r.Str(&g.name, kMaxName) || !r.Get(&g.size) || g.size < 0)
+        return Malformed("response");
     resp.dtype = static_cast<DataType>(dtype);
     resp.reduce_op = static_cast<ReduceOp>(reduce);
   }

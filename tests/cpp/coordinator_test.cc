@@ -214,6 +214,50 @@ TEST_F(CoordinatorTest, CacheHitsAndStaleHits) {
   EXPECT_EQ(out.stale_hits[0], std::make_pair(1, static_cast<uint32_t>(slot)));
 }
 
+// The tensors of a group travel as cache slots like any others, and the
+// cached entries keep the group: rank 0 still releases the group whole.
+TEST_F(CoordinatorTest, GroupedTensorsHitTheCacheAndStayWhole) {
+  ResponseCache cache(8);
+  Coordinator c(Config(2), &cache);
+  auto member = [](int rank, int k) {
+    Request r = Ar(rank, "g_" + std::to_string(k) + "of2", {4});
+    r.group = "g_1of2";
+    r.group_size = 2;
+    return r;
+  };
+  // The first step goes in full; its fused response fills the cache.
+  for (int r = 0; r < 2; ++r)
+    c.AddRequestList(r, List({member(r, 1), member(r, 2)}), At(0));
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 1u);
+  const Response& fused = out.responses[0];
+  ASSERT_EQ(fused.names.size(), 2u);
+  EXPECT_EQ(GroupOf(fused, 1), (TensorGroup{"g_1of2", 2}));
+  for (size_t i = 0; i < 2; ++i) cache.Put(fused, i, 1);
+  const int s1 = cache.Find(member(1, 1)), s2 = cache.Find(member(1, 2));
+  ASSERT_GE(s1, 0);
+  ASSERT_GE(s2, 0);
+  // Another group (or none) under the same name is not this entry.
+  Request other = member(1, 1);
+  other.group_size = 3;
+  EXPECT_LT(cache.Find(other), 0);
+  EXPECT_LT(cache.Find(Ar(1, "g_1of2", {4})), 0);
+  EXPECT_EQ(cache.ToRequest(s2, 1).group, "g_1of2");
+  // Next step: rank 1 names one member by slot; the group waits for the
+  // other, then goes out whole.
+  RequestList hit;
+  hit.epoch = 1;
+  hit.cache_hits = {static_cast<uint32_t>(s1)};
+  c.AddRequestList(0, List({member(0, 1), member(0, 2)}), At(1));
+  c.AddRequestList(1, hit, At(1));
+  EXPECT_TRUE(c.TakeResponses(At(1)).responses.empty());
+  hit.cache_hits = {static_cast<uint32_t>(s2)};
+  c.AddRequestList(1, hit, At(1));
+  out = c.TakeResponses(At(1));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].names.size(), 2u);
+}
+
 TEST_F(CoordinatorTest, DifferentControlOpsFailAtOnceNamingBoth) {
   Coordinator c(Config(2), nullptr);
   c.AddRequestList(0, Blocked(Barrier(0)), At(0));

@@ -656,7 +656,7 @@ TEST(Engine, AliasedTensorsInOneFusedAllreduce) {
 // The metrics count the work done between two snapshots and split the
 // loop's time by phase: with shared memory the fused tensors are reduced
 // where they lie (no copies); over TCP they pass through the fusion buffer.
-void CheckMetrics(bool shm) {
+void CheckMetrics(bool shm, bool grouped = false) {
   const int n = 3, steps = 10, per_step = 3;
   const int64_t count = 16 << 10;  // 64 KiB of float32
   Knobs knobs;
@@ -670,7 +670,15 @@ void CheckMetrics(bool shm) {
         const auto start = std::chrono::steady_clock::now();
         for (int s = 0; s < steps; ++s) {
           std::vector<Handle> hs(per_step);
-          for (int i = 0; i < per_step; ++i) {
+          if (grouped) {
+            std::vector<TensorView> ts;
+            for (auto& t : v)
+              ts.push_back({t.data(), DataType::kFloat32, {count}});
+            CollectiveArgs args;
+            args.name = "metrics.group";
+            if (!e->GroupedAllreduce(ts, args, &hs).ok()) *fail += "submit;";
+          }
+          for (int i = 0; i < per_step && !grouped; ++i) {
             CollectiveArgs args;
             args.name = "metrics." + std::to_string(i);
             if (!e->Allreduce({v[i].data(), DataType::kFloat32, {count}}, args,
@@ -701,7 +709,8 @@ void CheckMetrics(bool shm) {
                "copy time " + std::to_string(m.copy_s - m0.copy_s));
         expect(m.wait_s > m0.wait_s, "no wait time");
         // The same names every step: workers name them by cache slot once
-        // the first step has cached them; rank 0 sends nothing.
+        // the first step has cached them (grouped or not); rank 0 sends
+        // nothing.
         const uint64_t hits = m.cache_hits - m0.cache_hits;
         const uint64_t misses = m.cache_misses - m0.cache_misses;
         if (r == 0)
@@ -730,6 +739,9 @@ TEST(Engine, MetricsCountTheWorkAndSplitTheTimeSharedMemory) {
 }
 
 TEST(Engine, MetricsCountTheWorkAndSplitTheTimeTcp) { CheckMetrics(false); }
+
+// A group's tensors are named by cache slot from the second step on too.
+TEST(Engine, MetricsGroupedTensorsHitTheCache) { CheckMetrics(true, true); }
 
 TEST(Engine, WrongSecretIsRefused) {
   const int port = FreePort();

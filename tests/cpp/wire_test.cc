@@ -132,6 +132,39 @@ TEST(Wire, ControlOpsCarryTheirOwnFields) {
           .ok());
 }
 
+TEST(Wire, GroupsTravelPerTensor) {
+  Response resp;
+  resp.op = Op::kAllreduce;
+  resp.names = {"a", "g_1of2", "g_2of2"};
+  resp.shapes = {{1}, {2}, {3}};
+  resp.groups = {TensorGroup(), {"g_1of2", 2}, {"g_1of2", 2}};
+  ResponseList in;
+  in.responses = {resp};
+  ResponseList out;
+  ASSERT_TRUE(
+      DecodeResponseList(EncodeResponseList(in, nullptr), 2, nullptr, &out)
+          .ok());
+  EXPECT_EQ(out.responses[0].groups, resp.groups);
+  // Cached, the slots bring their groups back.
+  ResponseCache cache(8);
+  for (size_t i = 0; i < 3; ++i) cache.Put(resp, i, 1);
+  std::string slots = EncodeResponseList(in, &cache);
+  ASSERT_TRUE(DecodeResponseList(slots, 2, &cache, &out).ok());
+  EXPECT_EQ(out.responses[0].groups, resp.groups);
+  EXPECT_EQ(out.responses[0].names, resp.names);
+  // One group per name or none; a size is never negative.
+  resp.groups.pop_back();
+  in.responses = {resp};
+  EXPECT_FALSE(
+      DecodeResponseList(EncodeResponseList(in, nullptr), 2, nullptr, &out)
+          .ok());
+  resp.groups.push_back({"g", -1});
+  in.responses = {resp};
+  EXPECT_FALSE(
+      DecodeResponseList(EncodeResponseList(in, nullptr), 2, nullptr, &out)
+          .ok());
+}
+
 TEST(Wire, RejectsMalformedInput) {
   RequestList in;
   in.requests = {MakeRequest(1, "a")};

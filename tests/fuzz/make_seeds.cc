@@ -142,6 +142,14 @@ void WireSeeds(const std::string& dir) {
   join.last_joined = 2;
   control.responses.push_back(join);
   Write(dir, "responses_control", resp4 + EncodeResponseList(control, &cache));
+  ResponseList grouped;
+  Response g2;
+  g2.op = Op::kAllreduce;
+  g2.names = {"x", "grads_1of2", "grads_2of2"};
+  g2.shapes = {{3}, {4, 4}, {8}};
+  g2.groups = {TensorGroup(), {"grads_1of2", 2}, {"grads_1of2", 2}};
+  grouped.responses.push_back(g2);
+  Write(dir, "responses_grouped", resp4 + EncodeResponseList(grouped, &cache));
 }
 
 // handshake_fuzz plays rank 0 of 4: as server it hears rank 1's hello; as

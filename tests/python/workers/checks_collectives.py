@@ -232,3 +232,16 @@ def check_metrics_count_the_work_between_two_snapshots():
     if r > 0:  # the same names every step: cached after the first
         assert delta["cache_hits"] == 16 and delta["cache_misses"] == 4, delta
     close(ts[0], torch.ones(1000))  # averaged
+
+
+def check_metrics_grouped_tensors_hit_the_response_cache():
+    before = hvd.metrics()
+    ts = [torch.ones(10) for _ in range(3)]
+    for step in range(5):
+        hvd.grouped_allreduce_(ts, name="metrics.group", op=hvd.Sum)
+    after = hvd.metrics()
+    if r > 0:  # a group's members are named by slot from the second step
+        hits = after["cache_hits"] - before["cache_hits"]
+        misses = after["cache_misses"] - before["cache_misses"]
+        assert (hits, misses) == (12, 3), (hits, misses)
+    close(ts[2], torch.full((10,), float(n ** 5)))
