@@ -15,7 +15,8 @@
 // COUNT tensors submitted one call each per step, then waited for, against
 // one tensor of the same total size; it prints
 //   FUSION,<np>,cpp:<case>,<median_step_us>,<min_step_us>
-// with the step time the max over ranks (as benchmarks/fusion_bench.py).
+// with the step time the max over ranks (as benchmarks/fusion_bench.py),
+// and per rank a PHASES line: the engine's metrics per step.
 #include <horovod/engine.h>
 
 #include <algorithm>
@@ -96,6 +97,8 @@ class Bench {
 
   void Barrier() { Check(e_->Barrier(0), "barrier"); }
 
+  horovod::EngineMetrics Metrics() const { return e_->Metrics(); }
+
   // One step: every tensor submitted, then every handle waited for.
   void Step(std::vector<std::vector<float>>& tensors,
             const std::vector<std::string>& names) {
@@ -132,12 +135,25 @@ void FusionCase(Bench& bench, int rank, int np, int count, size_t bytes,
       names[i] = "fusion." + label + "." + std::to_string(i);
     for (int w = 0; w < 3; ++w) bench.Step(tensors, names);
     std::vector<double> times;
+    const horovod::EngineMetrics m0 = bench.Metrics();
     for (int s = 0; s < steps; ++s) {
       bench.Barrier();
       double t0 = Now();
       bench.Step(tensors, names);
       times.push_back(bench.Max(Now() - t0));
     }
+    // Where a step's time went on each rank (Engine::Metrics), per step;
+    // the barriers and maxima between steps are in it too.
+    const horovod::EngineMetrics m = bench.Metrics();
+    auto per = [&](double a, double b) { return (a - b) / steps * 1e6; };
+    std::printf(
+        "PHASES,%d,cpp:%s,rank %d,lists %.1f,idle %.0f,negotiate %.0f,"
+        "bookkeeping %.0f,copy %.0f,transfer %.0f,wait %.0f us\n",
+        np, label.c_str(), rank, double(m.cycles - m0.cycles) / steps,
+        per(m.idle_s, m0.idle_s), per(m.negotiate_s, m0.negotiate_s),
+        per(m.bookkeeping_s, m0.bookkeeping_s), per(m.copy_s, m0.copy_s),
+        per(m.transfer_s, m0.transfer_s), per(m.wait_s, m0.wait_s));
+    std::fflush(stdout);
     if (rank == 0) {
       std::printf("FUSION,%d,cpp:%s,%.1f,%.1f\n", np, label.c_str(),
                   Median(times) * 1e6,
