@@ -123,6 +123,10 @@ struct Response {
   // Per name, when any of them was submitted in a group; empty otherwise
   // (GroupOf reads it either way).
   std::vector<TensorGroup> groups;
+  // Not on the wire: each tensor's response-cache slot when the response
+  // travels as slots (set by the encoder's caller and by the decoder), so
+  // executing it refreshes the cache by slot.
+  std::vector<uint32_t> slots;
 };
 
 // The group of tensor `i` of `r` (size 0 when not grouped).

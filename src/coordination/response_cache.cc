@@ -92,6 +92,39 @@ void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
   index_[key] = slot;
 }
 
+int ResponseCache::FindTensor(const Response& r, size_t i) const {
+  if (capacity_ == 0) return -1;
+  auto it = index_.find(TensorKey(r.process_set, r.names[i]));
+  if (it == index_.end()) return -1;
+  return SameParams(entries_[it->second].response, r, i)
+             ? static_cast<int>(it->second)
+             : -1;
+}
+
+std::vector<uint32_t> ResponseCache::SlotsFor(const Response& r) const {
+  std::vector<uint32_t> slots;
+  if (!Cacheable(r)) return slots;
+  slots.reserve(r.names.size());
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    const int s = FindTensor(r, i);
+    if (s < 0) return {};
+    slots.push_back(static_cast<uint32_t>(s));
+  }
+  return slots;
+}
+
+bool ResponseCache::Refresh(uint32_t slot, const Response& r, size_t i) {
+  if (!Has(slot)) return false;
+  Entry& e = entries_[slot];
+  if (e.response.process_set != r.process_set ||
+      e.response.names[0] != r.names[i] || !SameParams(e.response, r, i))
+    return false;
+  // Exactly what Put does for an unchanged entry, so caches that took
+  // either way stay identical.
+  e.last_use = ++clock_;
+  return true;
+}
+
 Request ResponseCache::ToRequest(uint32_t slot, int rank) const {
   return RequestFor(entries_[slot].response, 0, rank);
 }

@@ -36,6 +36,15 @@ class ResponseCache {
   // Tensor `i` of an executed OK response (fused or not); inserts,
   // refreshes or replaces (LRU when full).
   void Put(const Response& r, size_t i, uint64_t epoch);
+  // The slot holding tensor `i` of `r` with exactly its parameters, or -1.
+  int FindTensor(const Response& r, size_t i) const;
+  // The slots of every tensor of `r` when all are cached as they are (so
+  // the response can travel as slot numbers); else empty.
+  std::vector<uint32_t> SlotsFor(const Response& r) const;
+  // Put for tensor `i` of `r` when `slot` already holds it unchanged: only
+  // marks the use, with no key to build or look up. False (nothing done)
+  // when the slot holds something else; then Put.
+  bool Refresh(uint32_t slot, const Response& r, size_t i);
   // Reconstructs the request a hit on `slot` stands for.
   Request ToRequest(uint32_t slot, int rank) const;
   static bool Cacheable(const Response& r);

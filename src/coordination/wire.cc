@@ -204,24 +204,6 @@ Status DecodeRequestList(const std::string& bytes, int job_size,
   return Status::OK();
 }
 
-namespace {
-
-// Slots of a response every tensor of which is cached as-is; else empty.
-std::vector<uint32_t> CachedSlots(const Response& resp,
-                                  const ResponseCache* cache) {
-  std::vector<uint32_t> slots;
-  if (cache == nullptr || !ResponseCache::Cacheable(resp)) return slots;
-  for (size_t i = 0; i < resp.names.size(); ++i) {
-    Request q = RequestFor(resp, i, 0);
-    int s = cache->Find(q);
-    if (s < 0) return {};
-    slots.push_back(static_cast<uint32_t>(s));
-  }
-  return slots;
-}
-
-}  // namespace
-
 std::string EncodeResponseList(const ResponseList& list,
                                const ResponseCache* cache) {
   Writer w;
@@ -230,7 +212,11 @@ std::string EncodeResponseList(const ResponseList& list,
   w.Put<uint8_t>(list.shutdown ? 1 : 0);
   w.Put<uint32_t>(static_cast<uint32_t>(list.responses.size()));
   for (const Response& r : list.responses) {
-    std::vector<uint32_t> slots = CachedSlots(r, cache);
+    std::vector<uint32_t> computed;
+    if (cache != nullptr && r.slots.empty()) computed = cache->SlotsFor(r);
+    const std::vector<uint32_t>& slots = cache == nullptr  ? computed
+                                         : r.slots.empty() ? computed
+                                                           : r.slots;
     w.Put<uint8_t>(slots.empty() ? 0 : 1);
     if (!slots.empty()) {
       w.Put<uint32_t>(static_cast<uint32_t>(slots.size()));
@@ -299,6 +285,7 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
           resp = c;
         else
           AddTensor(&resp, c, 0);
+        resp.slots.push_back(slot);
       }
       continue;
     }

@@ -82,6 +82,7 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
     HVD_LOG(kWarning, w);
   if (!coordinator_->ShouldEmit(now)) return CheckLiveness(now);
   ResponseList out = coordinator_->TakeResponses(now);
+  for (Response& r : out.responses) r.slots = cache_.SlotsFor(r);
   out.small_allreduce_bytes = tuned_small_allreduce_bytes_;
   tuned_small_allreduce_bytes_ = -1;
   if (timeline_.active())
@@ -167,8 +168,12 @@ Status EngineImpl::ExecuteList(const ResponseList& list) {
       for (const std::string& name : r.names) timeline_.OpEnd(name);
     HVD_RETURN_IF_ERROR(st);
     // Every rank applies the same Puts in the same order: caches agree.
+    // A response that travelled as slots refreshes them without lookups.
     if (ResponseCache::Cacheable(r))
-      for (size_t i = 0; i < r.names.size(); ++i) cache_.Put(r, i, epoch_);
+      for (size_t i = 0; i < r.names.size(); ++i)
+        if (r.slots.size() != r.names.size() ||
+            !cache_.Refresh(r.slots[i], r, i))
+          cache_.Put(r, i, epoch_);
   }
   // Hits the coordinator could not trust go again in full.
   std::vector<Request> resend;

@@ -442,5 +442,49 @@ TEST(ResponseCache, EvictsLeastRecentlyUsed) {
   EXPECT_GE(cache.Find(Ar(0, "c", {1})), 0);
 }
 
+// Executing a response that travelled as slots refreshes the slots instead
+// of putting each tensor again. Whatever happens to a slot earlier in the
+// same list (here an eviction), the cache must end as Put would leave it,
+// or the ranks' caches would disagree.
+TEST(ResponseCache, RefreshLeavesTheCacheAsPutWould) {
+  ResponseCache put(2), refresh(2);
+  auto single = [](const char* name) {
+    Response r;
+    r.op = Op::kAllreduce;
+    r.names = {name};
+    r.shapes = {{1}};
+    return r;
+  };
+  for (ResponseCache* c : {&put, &refresh})
+    for (const char* n : {"x", "y"}) c->Put(single(n), 0, 1);
+  const std::vector<uint32_t> x_slots = refresh.SlotsFor(single("x"));
+  ASSERT_EQ(x_slots.size(), 1u);
+  // y is refreshed by slot while its slot still holds it.
+  const int y_slot = refresh.FindTensor(single("y"), 0);
+  ASSERT_GE(y_slot, 0);
+  EXPECT_TRUE(refresh.Refresh(static_cast<uint32_t>(y_slot), single("y"), 0));
+  put.Put(single("y"), 0, 2);
+  // A list holding a new tensor z, then x sent as its slot: z evicts x
+  // (least recently used), so x's slot no longer holds x.
+  for (ResponseCache* c : {&put, &refresh}) c->Put(single("z"), 0, 3);
+  put.Put(single("x"), 0, 3);
+  EXPECT_FALSE(refresh.Refresh(x_slots[0], single("x"), 0));
+  refresh.Put(single("x"), 0, 3);
+  for (const char* n : {"x", "y", "z"}) {
+    EXPECT_EQ(put.FindTensor(single(n), 0), refresh.FindTensor(single(n), 0))
+        << n;
+    const int s = put.FindTensor(single(n), 0);
+    if (s >= 0) {
+      EXPECT_EQ(put.ChangedAt(s), refresh.ChangedAt(s)) << n;
+    }
+  }
+  // A slot holding the tensor with other parameters is not refreshed.
+  Response wider = single("x");
+  wider.shapes = {{2}};
+  const int xs = refresh.FindTensor(single("x"), 0);
+  ASSERT_GE(xs, 0);
+  EXPECT_FALSE(refresh.Refresh(static_cast<uint32_t>(xs), wider, 0));
+}
+
 }  // namespace
 }  // namespace horovod
