@@ -47,8 +47,4 @@ void PackedRun::Unpack() const {
   }
 }
 
-void ScaleRun(const PackedRun& run, DataType dtype, double factor) {
-  ScaleBuffer(run.data(), run.count(), dtype, factor);
-}
-
 }  // namespace horovod

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "collectives/reduce.h"
 
 namespace horovod {
 
@@ -106,10 +107,6 @@ class CollectiveGroup {
 // a single piece is used where it lies (after copying in its operand), a
 // longer run is packed into `fusion` (grow-only, reused). Reports the
 // fusion-buffer copies as phases.
-class PackedRun;
-// Multiplies the run's elements by `factor` (a no-op for 1 and for bool).
-void ScaleRun(const PackedRun& run, DataType dtype, double factor);
-
 class PackedRun {
  public:
   PackedRun(const Piece* pieces, size_t n, DataType dtype, Scratch* fusion,
@@ -135,9 +132,9 @@ template <typename Fn>
 Status AllreducePacked(const Piece* pieces, size_t n, const ReduceArgs& args,
                        Scratch* fusion, const PhaseFn* on_phase, Fn&& fn) {
   PackedRun run(pieces, n, args.dtype, fusion, on_phase);
-  ScaleRun(run, args.dtype, args.prescale);
+  ScaleBuffer(run.data(), run.count(), args.dtype, args.prescale);
   HVD_RETURN_IF_ERROR(fn(run.data(), run.count()));
-  ScaleRun(run, args.dtype, args.postscale);
+  ScaleBuffer(run.data(), run.count(), args.dtype, args.postscale);
   run.Unpack();
   return Status::OK();
 }

@@ -24,6 +24,8 @@ class TcpGroup : public CollectiveGroup {
   int size() const override { return comm_.size(); }
   int global_rank(int index) const override { return comm_.global_rank(index); }
   const char* kind() const override;
+  // The point-to-point view, for algorithms outside this interface (Adasum).
+  Communicator& comm() { return comm_; }
 
   using CollectiveGroup::Allreduce;
   Status Allreduce(const Piece* pieces, size_t n, const ReduceArgs& args,

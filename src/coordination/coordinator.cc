@@ -480,13 +480,7 @@ void Coordinator::Fuse(std::vector<Response>* responses) const {
             o.device == r.device && o.prescale == r.prescale &&
             o.postscale == r.postscale &&
             bytes[i] + nbytes <= config_.fusion_threshold) {
-          const TensorGroup g = GroupOf(r, 0);
-          if (g.size > 0 || !o.groups.empty()) {
-            o.groups.resize(o.names.size());
-            o.groups.push_back(g);
-          }
-          o.names.push_back(std::move(r.names[0]));
-          o.shapes.push_back(std::move(r.shapes[0]));
+          AddTensor(&o, std::move(r), 0);
           bytes[i] += nbytes;
           fusable = false;
           nbytes = -1;

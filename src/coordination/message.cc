@@ -25,14 +25,28 @@ TensorGroup GroupOf(const Response& r, size_t i) {
   return i < r.groups.size() ? r.groups[i] : TensorGroup();
 }
 
+namespace {
+
+// Before `to` gains a tensor of group `g`: groups are listed per name once
+// any tensor has one.
+void AddGroup(Response* to, const TensorGroup& g) {
+  if (g.size == 0 && to->groups.empty()) return;
+  to->groups.resize(to->names.size());
+  to->groups.push_back(g);
+}
+
+}  // namespace
+
 void AddTensor(Response* to, const Response& from, size_t i) {
-  const TensorGroup g = GroupOf(from, i);
-  if (g.size > 0 || !to->groups.empty()) {
-    to->groups.resize(to->names.size());
-    to->groups.push_back(g);
-  }
+  AddGroup(to, GroupOf(from, i));
   to->names.push_back(from.names[i]);
   to->shapes.push_back(from.shapes[i]);
+}
+
+void AddTensor(Response* to, Response&& from, size_t i) {
+  AddGroup(to, GroupOf(from, i));
+  to->names.push_back(std::move(from.names[i]));
+  to->shapes.push_back(std::move(from.shapes[i]));
 }
 
 Response ResponseFor(const Request& r) {

@@ -131,8 +131,10 @@ struct Response {
 
 // The group of tensor `i` of `r` (size 0 when not grouped).
 TensorGroup GroupOf(const Response& r, size_t i);
-// Appends tensor `i` of `from` (name, shape, group) to `to`.
+// Appends tensor `i` of `from` (name, shape, group) to `to`; the second
+// form moves them out of `from`.
 void AddTensor(Response* to, const Response& from, size_t i);
+void AddTensor(Response* to, Response&& from, size_t i);
 
 struct ResponseList {
   bool shutdown = false;

@@ -45,16 +45,21 @@ bool ResponseCache::Cacheable(const Response& r) {
                       r.op == Op::kReducescatter);
 }
 
-int ResponseCache::Find(const Request& r) const {
+int ResponseCache::SlotOf(int32_t process_set, const std::string& name) const {
   if (capacity_ == 0) return -1;
-  auto it = index_.find(TensorKey(r.process_set, r.name));
-  if (it == index_.end()) return -1;
-  const Response& c = entries_[it->second].response;
+  auto it = index_.find(TensorKey(process_set, name));
+  return it == index_.end() ? -1 : static_cast<int>(it->second);
+}
+
+int ResponseCache::Find(const Request& r) const {
+  const int s = SlotOf(r.process_set, r.name);
+  if (s < 0) return -1;
+  const Response& c = entries_[s].response;
   // A grouped tensor names its group by slot too: the cached entry keeps
   // the group, so rank 0 still releases the group whole.
   return SameScalars(c, r) && c.shapes[0] == r.shape &&
                  GroupOf(c, 0) == TensorGroup{r.group, r.group_size}
-             ? static_cast<int>(it->second)
+             ? s
              : -1;
 }
 
@@ -93,12 +98,8 @@ void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
 }
 
 int ResponseCache::FindTensor(const Response& r, size_t i) const {
-  if (capacity_ == 0) return -1;
-  auto it = index_.find(TensorKey(r.process_set, r.names[i]));
-  if (it == index_.end()) return -1;
-  return SameParams(entries_[it->second].response, r, i)
-             ? static_cast<int>(it->second)
-             : -1;
+  const int s = SlotOf(r.process_set, r.names[i]);
+  return s >= 0 && SameParams(entries_[s].response, r, i) ? s : -1;
 }
 
 std::vector<uint32_t> ResponseCache::SlotsFor(const Response& r) const {

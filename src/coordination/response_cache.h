@@ -51,6 +51,9 @@ class ResponseCache {
   size_t size() const { return index_.size(); }
 
  private:
+  // The slot cached under this key, whatever its parameters, or -1.
+  int SlotOf(int32_t process_set, const std::string& name) const;
+
   struct Entry {
     bool used = false;
     Response response;

@@ -212,11 +212,12 @@ std::string EncodeResponseList(const ResponseList& list,
   w.Put<uint8_t>(list.shutdown ? 1 : 0);
   w.Put<uint32_t>(static_cast<uint32_t>(list.responses.size()));
   for (const Response& r : list.responses) {
-    std::vector<uint32_t> computed;
-    if (cache != nullptr && r.slots.empty()) computed = cache->SlotsFor(r);
-    const std::vector<uint32_t>& slots = cache == nullptr  ? computed
-                                         : r.slots.empty() ? computed
-                                                           : r.slots;
+    // Slots the caller found already, else looked up here; none without
+    // a cache (the decoder would have nothing to resolve them against).
+    std::vector<uint32_t> found;
+    if (cache != nullptr && r.slots.empty()) found = cache->SlotsFor(r);
+    const std::vector<uint32_t>& slots =
+        cache != nullptr && !r.slots.empty() ? r.slots : found;
     w.Put<uint8_t>(slots.empty() ? 0 : 1);
     if (!slots.empty()) {
       w.Put<uint32_t>(static_cast<uint32_t>(slots.size()));

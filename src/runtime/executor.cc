@@ -104,8 +104,9 @@ Status Executor::PlanFor(int process_set, Plan** out) {
           &fusion_buffer_);
     }
   }
-  plan.p2p = std::make_unique<Communicator>(transport_, members, &algo_scratch_,
-                                            algo_);
+  plan.p2p = std::make_unique<TcpGroup>(
+      Communicator(transport_, members, &algo_scratch_, algo_),
+      &fusion_buffer_);
   *out = &plans_.emplace(process_set, std::move(plan)).first->second;
   return Status::OK();
 }
@@ -283,12 +284,12 @@ Status Executor::Allreduce(const Response& r, Plan& plan) {
   if (r.reduce_op == ReduceOp::kAdasum) {
     // Over every member through the transport, even on one host: its
     // combination needs each tensor's whole vectors, not shared pieces.
-    Communicator& p2p = *plan.p2p;
+    TcpGroup& p2p = *plan.p2p;
     st = AllreducePacked(pieces_.data(), n, args, &fusion_buffer_, &phase,
                          [&](char* buf, int64_t) {
-                           Phase(r, p2p.size() == 1 ? "LOCAL_" : "TCP_",
-                                 "ADASUM");
-                           return AdasumAllreduce(p2p, buf, counts_, r.dtype);
+                           Phase(r, p2p.kind(), "ADASUM");
+                           return AdasumAllreduce(p2p.comm(), buf, counts_,
+                                                  r.dtype);
                          });
   } else {
     st = plan.group->Allreduce(pieces_.data(), n, args, &phase);

@@ -20,6 +20,7 @@
 
 #include "collectives/collective_group.h"
 #include "collectives/communicator.h"
+#include "collectives/tcp_group.h"
 #include "common/knobs.h"
 #include "coordination/message.h"
 #include "runtime/process_set_table.h"
@@ -75,7 +76,7 @@ class Executor {
   // use and dropped when the set is added or removed again.
   struct Plan {
     std::unique_ptr<CollectiveGroup> group;  // every collective but Adasum
-    std::unique_ptr<Communicator> p2p;       // Adasum: pairs over the transport
+    std::unique_ptr<TcpGroup> p2p;           // Adasum: pairs over the transport
   };
   // *plan is null when we are not a member of the set (or it is unknown).
   // Fails only when creating a shared-memory group does.

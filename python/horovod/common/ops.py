@@ -119,9 +119,7 @@ class HandleTable:
             return None
         core_handles, finish, _ = entry
         for h in core_handles:
-            code, message = h.wait()
-            if code != _OK:
-                raise HorovodInternalError(message)
+            _raise_for(*h.wait())
         return finish(core_handles)
 
 
