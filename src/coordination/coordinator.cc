@@ -475,11 +475,7 @@ void Coordinator::Fuse(std::vector<Response>* responses) const {
     if (fusable) {
       for (size_t i = 0; i < out.size(); ++i) {
         Response& o = out[i];
-        if (o.op == Op::kAllreduce && !o.error && o.dtype == r.dtype &&
-            o.reduce_op == r.reduce_op && o.process_set == r.process_set &&
-            o.device == r.device && o.prescale == r.prescale &&
-            o.postscale == r.postscale &&
-            bytes[i] + nbytes <= config_.fusion_threshold) {
+        if (Fusable(o, r) && bytes[i] + nbytes <= config_.fusion_threshold) {
           AddTensor(&o, std::move(r), 0);
           bytes[i] += nbytes;
           fusable = false;

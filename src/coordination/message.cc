@@ -49,6 +49,13 @@ void AddTensor(Response* to, Response&& from, size_t i) {
   to->shapes.push_back(std::move(from.shapes[i]));
 }
 
+bool Fusable(const Response& into, const Response& r) {
+  return into.op == Op::kAllreduce && r.op == Op::kAllreduce && !into.error &&
+         !r.error && into.dtype == r.dtype && into.reduce_op == r.reduce_op &&
+         into.process_set == r.process_set && into.device == r.device &&
+         into.prescale == r.prescale && into.postscale == r.postscale;
+}
+
 Response ResponseFor(const Request& r) {
   Response c;
   c.op = r.op;

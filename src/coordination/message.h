@@ -135,6 +135,10 @@ TensorGroup GroupOf(const Response& r, size_t i);
 // form moves them out of `from`.
 void AddTensor(Response* to, const Response& from, size_t i);
 void AddTensor(Response* to, Response&& from, size_t i);
+// Whether allreduce `r` may be fused into `into`: both allreduces without
+// error, alike in everything but names and shapes (the byte budget is the
+// caller's).
+bool Fusable(const Response& into, const Response& r);
 
 struct ResponseList {
   bool shutdown = false;

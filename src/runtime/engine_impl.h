@@ -39,6 +39,7 @@
 #include "common/knobs.h"
 #include "common/logging.h"
 #include "coordination/coordinator.h"
+#include "coordination/ready_board.h"
 #include "coordination/wire.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/executor.h"
@@ -78,6 +79,22 @@ inline constexpr auto kParkGrace = std::chrono::milliseconds(1);
 // blocking lock could outlast the waiter's timeout while the holder waits
 // inside a collective).
 inline constexpr auto kDriveRetry = std::chrono::microseconds(50);
+
+// How long a tensor may wait on the ready board for the other ranks before
+// it goes to rank 0 as a plain cache hit. Rank 0 alone sees mismatches,
+// stalls, joins and deadlocks, so this bounds how late it learns of them;
+// ranks whose submissions drift further apart than this (in steady state)
+// negotiate through rank 0 as before.
+inline constexpr auto kBoardPatience = std::chrono::milliseconds(20);
+// How long a rank with nothing to offer waits before it joins a round
+// another rank started: the tensors that round offers are often just about
+// to be submitted here, and joining with them agrees in one round instead
+// of an empty one and another. A rank that sends rank 0 anything joins at
+// once (rank 0 emits no response list while its round is open).
+inline constexpr auto kBoardJoinGrace = std::chrono::milliseconds(2);
+// Tensors up to this size ride on the board: every rank reduces them from
+// the others' copies, with no collective.
+inline constexpr uint32_t kBoardCarryBytes = 1024;
 
 inline std::string ShutdownMessage() {
   return "Horovod has been shut down. This was caused by an exception on one "
@@ -214,6 +231,10 @@ class EngineImpl {
   // Rank 0's step; *finished once the job shut down.
   Status CoordinatorStep(int max_wait_ms, bool* finished);
 
+  // Rank 0: takes the coordinator's response list, sends it to every
+  // worker and executes it.
+  Status Emit(Clock::time_point now, bool* finished);
+
   // Rank 0: feeds the tuner what a list moved; its new choice governs the
   // coordinator at once and every rank's executor from the next list.
   void Tune(const ResponseList& list);
@@ -226,6 +247,30 @@ class EngineImpl {
   Status CheckLiveness(Clock::time_point now);
 
   Status ExecuteList(const ResponseList& list);
+
+  // --- the ready board (ready_board.h; engine_board.cc) --------------------
+  // With every rank on this host, cached allreduces of process set 0 are
+  // agreed on the board instead of through rank 0 (see BoardStep); anything
+  // the board cannot agree on in kBoardPatience goes the usual way.
+
+  // Sets up the board when the job can use one.
+  void UseBoard();
+  // Whether `r` may wait on the board.
+  bool BoardEligible(const Request& r) const;
+  // A request on its usual way: a cache hit by slot when cached (workers),
+  // else the whole request.
+  void SendUsually(Request r, RequestList* list);
+  // Reads back our open round, if every rank has posted it, and executes
+  // what it agreed on.
+  Status BoardComplete();
+  // Unless a round is open: hands stale or overdue offers to `list` (their
+  // usual way), and posts a round when we have new offers, or when another
+  // rank has started one and we have offers, `eager` says we just sent
+  // rank 0 something, or kBoardJoinGrace has passed.
+  void BoardPost(RequestList* list, Clock::time_point now, bool eager);
+  Status ExecuteBoard(const ReadyBoard::Result& result);
+  // Milliseconds until the oldest offer runs out of patience.
+  int BoardDueMs(Clock::time_point now) const;
 
   // The job cannot continue: tell the peers why (best effort), break every
   // link so they notice at once, and fail every pending operation.
@@ -279,6 +324,30 @@ class EngineImpl {
   mutable std::mutex metrics_mu_;
   EngineMetrics metrics_;
   std::unordered_map<uint32_t, std::string> hit_keys_;
+  // A request waiting on the board under its cache slot.
+  struct BoardOffer {
+    Request request;
+    uint32_t slot;
+    uint64_t found_at;  // epoch_ at the lookup: the slot may change later
+    Clock::time_point since;
+    const void* operand;
+    uint32_t carry;  // bytes posted with the slot (0: too big to carry)
+  };
+  std::unique_ptr<ReadyBoard> board_;
+  std::vector<BoardOffer> offers_;  // in arrival order
+  bool board_news_ = false;         // offers not yet posted
+  // When we first saw another rank's round that we have not joined.
+  Clock::time_point behind_since_ = Clock::time_point::max();
+  // Indices into offers_ of the open round's offers, ascending by slot;
+  // offers_ only grows at its end while a round is open.
+  std::vector<size_t> posted_;
+  std::vector<ReadyBoard::Offer> post_;
+  ReadyBoard::Result board_result_;
+  std::vector<Response> board_responses_;
+  std::vector<int64_t> board_bytes_;
+  std::vector<const void*> operands_;
+  std::vector<BoardOffer> kept_;
+  std::vector<char> taken_;  // per offer: executed by the current round
   std::atomic<uint64_t> auto_name_counter_[8] = {};
 };
 

@@ -27,6 +27,10 @@ void EngineImpl::AwaitEventUntimed(int timeout_ms) {
     // after the last pass will not ring again.
     for (auto& link : control_)
       if (link->valid() && link->HasData()) timeout_ms = 0;
+    if (timeout_ms == 0) {  // work is waiting: no spin, no probes
+      bell_seen_ = bell_->Read();
+      return;
+    }
     const auto start = std::chrono::steady_clock::now();
     if (!bell_->Wait(bell_seen_, loop_spin_.spin_us(), timeout_ms))
       for (auto& link : control_)

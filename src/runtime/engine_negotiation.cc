@@ -18,16 +18,29 @@ void EngineImpl::TickNegotiation(int rank, const RequestList& list) {
 RequestList EngineImpl::CollectRequests() {
   RequestList list;
   list.epoch = epoch_;
-  for (Request& r : queue_.TakeNew()) {
-    int slot = job_.rank == 0 ? -1 : cache_.Find(r);
-    if (slot >= 0) {
-      step_metrics_.cache_hits += 1;  // rank 0 finds no slots: it sends none
-      list.cache_hits.push_back(static_cast<uint32_t>(slot));
-      hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
-    } else {
-      if (job_.rank != 0) step_metrics_.cache_misses += 1;
-      list.requests.push_back(std::move(r));
+  std::vector<Request> fresh = queue_.TakeNew(&operands_);
+  const auto now = Clock::now();
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    Request& r = fresh[i];
+    if (BoardEligible(r)) {
+      const int slot = cache_.Find(r);
+      if (slot >= 0) {
+        step_metrics_.cache_hits += 1;
+        size_t bytes = DataTypeSize(r.dtype);
+        for (int64_t d : r.shape) bytes *= static_cast<size_t>(d);
+        const uint32_t carry =
+            bytes <= kBoardCarryBytes ? static_cast<uint32_t>(bytes) : 0;
+        offers_.push_back({std::move(r), static_cast<uint32_t>(slot), epoch_,
+                           now, operands_[i], carry});
+        board_news_ = true;
+        continue;
+      }
     }
+    // Rank 0 finds no slots: it would send them to itself.
+    if (job_.rank != 0)
+      (cache_.Find(r) >= 0 ? step_metrics_.cache_hits
+                           : step_metrics_.cache_misses) += 1;
+    SendUsually(std::move(r), &list);
   }
   if (shutdown_requested_.load() && !shutdown_sent_) {
     list.shutdown = true;
@@ -53,8 +66,11 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
         std::chrono::duration_cast<std::chrono::milliseconds>(wake - now)
                 .count() +
             1));
-  if (coordinator_->ShouldEmit(now)) timeout = 0;
-  AwaitEvent(std::min({timeout, liveness_->WaitMs(now), WaitReportDueMs(now)}));
+  // While our board round is open nothing goes out; the peers' posts ring.
+  const bool held = board_ != nullptr && board_->open();
+  if (coordinator_->ShouldEmit(now) && !held) timeout = 0;
+  AwaitEvent(std::min({timeout, liveness_->WaitMs(now), WaitReportDueMs(now),
+                       BoardDueMs(now)}));
   timeline_.MarkCycleStart();
   now = Clock::now();
   RequestList mine = CollectRequests();
@@ -62,6 +78,7 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
     TickNegotiation(0, mine);
     coordinator_->AddRequestList(0, mine, now);
   }
+  HVD_RETURN_IF_ERROR(BoardComplete());
   for (int r = 1; r < n; ++r) {
     if (!control_[r]->HasData()) continue;
     std::string frame;
@@ -80,7 +97,23 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
   }
   for (const std::string& w : coordinator_->TakeStallWarnings(now))
     HVD_LOG(kWarning, w);
-  if (!coordinator_->ShouldEmit(now)) return CheckLiveness(now);
+  if (board_ != nullptr && board_->open()) return CheckLiveness(now);
+  if (coordinator_->ShouldEmit(now)) {
+    HVD_RETURN_IF_ERROR(Emit(now, finished));
+    if (*finished) return Status::OK();
+  }
+  RequestList late;
+  late.epoch = epoch_;
+  BoardPost(&late, Clock::now(), false);
+  if (!Empty(late)) {
+    TickNegotiation(0, late);
+    coordinator_->AddRequestList(0, late, Clock::now());
+  }
+  return CheckLiveness(Clock::now());
+}
+
+Status EngineImpl::Emit(Clock::time_point now, bool* finished) {
+  const int n = job_.size;
   ResponseList out = coordinator_->TakeResponses(now);
   for (Response& r : out.responses) r.slots = cache_.SlotsFor(r);
   out.small_allreduce_bytes = tuned_small_allreduce_bytes_;
@@ -106,7 +139,7 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
   if (!st.ok()) return RootCause(st);
   *finished = out.shutdown;
   if (tuner_ != nullptr && !out.shutdown) Tune(out);
-  return out.shutdown ? Status::OK() : CheckLiveness(Clock::now());
+  return Status::OK();
 }
 
 void EngineImpl::Tune(const ResponseList& list) {
@@ -128,8 +161,8 @@ void EngineImpl::Tune(const ResponseList& list) {
 Status EngineImpl::WorkerStep(int max_wait_ms, bool* finished) {
   ControlLink& ctl = *control_[0];
   const auto before = Clock::now();
-  AwaitEvent(std::min(
-      {max_wait_ms, liveness_->WaitMs(before), WaitReportDueMs(before)}));
+  AwaitEvent(std::min({max_wait_ms, liveness_->WaitMs(before),
+                       WaitReportDueMs(before), BoardDueMs(before)}));
   const auto now = Clock::now();
   RequestList mine = CollectRequests();
   Status st;
@@ -139,6 +172,7 @@ Status EngineImpl::WorkerStep(int max_wait_ms, bool* finished) {
     liveness_->Sent(now);
   }
   if (!st.ok()) return LostCoordinator(st);
+  HVD_RETURN_IF_ERROR(BoardComplete());
   std::string frame;
   while (frame.empty() && ctl.HasData()) {  // empty frames are heartbeats
     st = ctl.ReadFrame(kMaxControlFrame,
@@ -146,14 +180,28 @@ Status EngineImpl::WorkerStep(int max_wait_ms, bool* finished) {
     if (!st.ok()) return LostCoordinator(st);
     liveness_->Heard(0, now);
   }
-  if (frame.empty()) return CheckLiveness(now);
-  ResponseList list;
-  HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
-  if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
-  st = ExecuteList(list);
-  if (!st.ok()) return RootCause(st);
-  *finished = list.shutdown;
-  return Status::OK();
+  if (!frame.empty()) {
+    ResponseList list;
+    HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
+    if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
+    // A round rank 0 read back before writing this list comes first (see
+    // engine_board.cc); the list's arrival makes it visible.
+    HVD_RETURN_IF_ERROR(BoardComplete());
+    st = ExecuteList(list);
+    if (!st.ok()) return RootCause(st);
+    *finished = list.shutdown;
+    if (*finished) return Status::OK();
+  }
+  RequestList late;
+  late.epoch = epoch_;
+  BoardPost(&late, Clock::now(), !Empty(mine));
+  if (!Empty(late)) {
+    st = ctl.WriteFrame(EncodeRequestList(late),
+                        Deadline::After(knobs_.operation_timeout_s));
+    if (!st.ok()) return LostCoordinator(st);
+    liveness_->Sent(Clock::now());
+  }
+  return frame.empty() ? CheckLiveness(now) : Status::OK();
 }
 
 Status EngineImpl::ExecuteList(const ResponseList& list) {

@@ -103,21 +103,28 @@ Status EngineImpl::JoinSharedMemory(TcpTransport* tcp,
   config.region_bytes = static_cast<size_t>(knobs_.shm_buffer_bytes);
   config.timeout_s = knobs_.operation_timeout_s;
   config.spin_us = knobs_.spin_time_us;
-  make_shm_ = [tcp, config, size = job_.size, me = job_.rank](
-                  const std::vector<int>& members,
-                  std::unique_ptr<ShmGroup>* out) {
+  auto create = [tcp, size = job_.size, me = job_.rank](
+                    const std::vector<int>& members, const ShmConfig& config,
+                    std::unique_ptr<ShmGroup>* out) {
     // Each peer's TCP link tells when it dies while we wait on it.
     std::vector<int> fds(size, -1);
     for (int r : members)
       if (r != me) fds[r] = tcp->PeerFd(r);
     return ShmGroup::Create(tcp, members, fds, config, out);
   };
+  make_shm_ = [create, config](const std::vector<int>& members,
+                               std::unique_ptr<ShmGroup>* out) {
+    return create(members, config, out);
+  };
   std::vector<int> local;
   for (int r = 0; r < job_.size; ++r)
     if (hosts[r] == hosts[job_.rank]) local.push_back(r);
   if (local.size() < 2) return Status::OK();
   loop_spin_ = AdaptiveSpin(config.spin_us);
-  return make_shm_(local, &shm_);
+  // Only the group of every rank on the host carries the ready board.
+  ShmConfig with_board = config;
+  with_board.board_bytes = ReadyBoard::AreaBytes();
+  return create(local, with_board, &shm_);
 }
 
 void EngineImpl::UseControlLinks(std::vector<Socket> sockets) {
@@ -133,6 +140,7 @@ void EngineImpl::UseControlLinks(std::vector<Socket> sockets) {
   if (shm) {
     bell_ = shm_->doorbell(shm_->index());
     queue_.SetWakeHook([bell = bell_] { bell->Ring(); });
+    UseBoard();
   }
 }
 

@@ -242,6 +242,26 @@ Status Executor::Execute(const Response& r) {
   }
 }
 
+void Executor::ReduceCopies(const Response& r, const char* const* copies,
+                            int members) {
+  TensorEntry e;
+  if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e)) return;
+  const int64_t count = Product(r.shapes[0]);
+  const size_t bytes = static_cast<size_t>(count) * DataTypeSize(r.dtype);
+  ReduceOp op = r.reduce_op;
+  double post = r.postscale;
+  if (op == ReduceOp::kAverage) {
+    op = ReduceOp::kSum;
+    post /= members;
+  }
+  std::memcpy(e.tensor.data, copies[0], bytes);
+  for (int m = 1; m < members; ++m)
+    ReduceInto(e.tensor.data, copies[m], count, r.dtype, op);
+  if (post != 1.0) ScaleBuffer(e.tensor.data, count, r.dtype, post);
+  Count(e);
+  Finish(e, Status::OK());
+}
+
 Status Executor::Allreduce(const Response& r, Plan& plan) {
   queue_->TakeMany(r.process_set, r.names, &entries_, &present_);
   const size_t n = r.names.size();

@@ -61,6 +61,10 @@ class Executor {
            Timeline* timeline, std::vector<std::string> hosts);
 
   Status Execute(const Response& resp);
+  // Completes allreduce `r` (one tensor of process set 0) without a
+  // collective: copies[m] holds member m's operand, already prescaled.
+  // They are reduced in member order, so every member gets the same bits.
+  void ReduceCopies(const Response& r, const char* const* copies, int members);
   // Every rank must switch at the same point of the response stream.
   void SetSmallAllreduceBytes(int64_t bytes);
   // Completes the entries whose transfer broke, once the engine knows the

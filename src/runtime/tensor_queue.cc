@@ -31,6 +31,8 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
     }
     for (size_t i = 0; i < entries.size(); ++i) {
       fresh_.push_back(entries[i].request);
+      const TensorView& t = entries[i].tensor;
+      fresh_operands_.push_back(t.input != nullptr ? t.input : t.data);
       in_flight_.emplace(std::move(keys[i]), std::move(entries[i]));
     }
   }
@@ -53,10 +55,12 @@ std::vector<std::string> TensorQueue::KeysOf(
   return keys;
 }
 
-std::vector<Request> TensorQueue::TakeNew() {
+std::vector<Request> TensorQueue::TakeNew(std::vector<const void*>* operands) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Request> out;
   out.swap(fresh_);
+  if (operands != nullptr) operands->swap(fresh_operands_);
+  fresh_operands_.clear();
   return out;
 }
 
@@ -105,6 +109,7 @@ void TensorQueue::FailAll(const Status& status) {
     if (closed_.ok()) closed_ = status;
     doomed.swap(in_flight_);
     fresh_.clear();
+    fresh_operands_.clear();
   }
   for (auto& kv : doomed) kv.second.handle->Complete(kv.second.Failure(status));
 }

@@ -41,8 +41,10 @@ class TensorQueue {
 
   // All-or-nothing: refuses every entry if any key is already in flight.
   Status Add(std::vector<TensorEntry> entries);
-  // Requests not yet sent to the coordinator, in enqueue order.
-  std::vector<Request> TakeNew();
+  // Requests not yet sent to the coordinator, in enqueue order; with
+  // `operands`, also where each one's input lies (TensorView::input, else
+  // data; null for control requests).
+  std::vector<Request> TakeNew(std::vector<const void*>* operands = nullptr);
   // Removes and returns the entry, or false if this rank has none.
   bool Take(const std::string& key, TensorEntry* out);
   // Take for each of `names` in `process_set`, under one lock:
@@ -71,6 +73,7 @@ class TensorQueue {
   std::mutex mu_;
   std::unordered_map<std::string, TensorEntry> in_flight_;
   std::vector<Request> fresh_;
+  std::vector<const void*> fresh_operands_;
   Status closed_;
   int wake_fd_;
   std::function<void()> wake_hook_;

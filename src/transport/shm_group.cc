@@ -18,7 +18,8 @@ struct ShmGroup::Control {
   uint32_t version;
   uint32_t members;
   uint64_t region_bytes;
-  char pad0[40];
+  uint64_t board_bytes;
+  char pad0[32];
   std::atomic<uint32_t> arrived;  // barriers this member has reached
   char pad1[60];
   std::atomic<uint32_t> waiters;  // peers asleep on `arrived`
@@ -37,7 +38,7 @@ struct RingHeader {
 namespace {
 
 constexpr uint64_t kMagic = 0x3153484d44565648ull;  // "HVVDMHS1"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr size_t kControlBytes = 4096;
 constexpr size_t kRingDataBytes = 64 << 10;
 constexpr size_t kRingBytes = sizeof(RingHeader) + kRingDataBytes;
@@ -50,8 +51,16 @@ bool Reached(uint32_t value, uint32_t target) {
 
 size_t RingsBytes(int members) { return members * kRingBytes; }
 
-size_t SegmentBytes(int members, size_t region_bytes) {
-  return kControlBytes + RingsBytes(members) + 2 * region_bytes;
+// Where the regions begin: page-aligned, as the buffers they are copied
+// to and from usually are (copies run faster between equally aligned
+// addresses).
+size_t RegionsOffset(int members) {
+  const size_t end = kControlBytes + RingsBytes(members);
+  return (end + 4095) / 4096 * 4096;
+}
+
+size_t SegmentBytes(int members, size_t region_bytes, size_t board_bytes) {
+  return RegionsOffset(members) + 2 * region_bytes + board_bytes;
 }
 
 // Exchanges a fixed-size record with every other member, pairwise.
@@ -78,8 +87,13 @@ ShmGroup::Control* ShmGroup::control(int m) const {
 }
 
 char* ShmGroup::region(int m) const {
-  return segments_[m].data() + kControlBytes + RingsBytes(size()) +
+  return segments_[m].data() + RegionsOffset(size()) +
          static_cast<size_t>(parity_) * config_.region_bytes;
+}
+
+char* ShmGroup::board(int m) const {
+  if (config_.board_bytes == 0) return nullptr;
+  return segments_[m].data() + RegionsOffset(size()) + 2 * config_.region_bytes;
 }
 
 Doorbell* ShmGroup::doorbell(int m) const { return &control(m)->bell; }
@@ -110,7 +124,8 @@ Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
   for (int i = 0; i < n; ++i)
     if (members[i] < static_cast<int>(liveness_fds.size()))
       g->liveness_fds_[i] = liveness_fds[members[i]];
-  const size_t bytes = SegmentBytes(n, g->config_.region_bytes);
+  const size_t bytes =
+      SegmentBytes(n, g->config_.region_bytes, g->config_.board_bytes);
 
   // A member that cannot create its segment still takes part in both
   // exchanges (with an empty name), so that everyone agrees to fall back.
@@ -123,6 +138,7 @@ Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
     c->version = kVersion;
     c->members = static_cast<uint32_t>(n);
     c->region_bytes = g->config_.region_bytes;
+    c->board_bytes = g->config_.board_bytes;
     std::strncpy(name, mine.name().c_str(), kNameBytes - 1);
   } else {
     HVD_LOG(kWarning,
@@ -139,7 +155,9 @@ Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
     Status st = peer.empty()
                     ? Status::Internal("peer has no segment")
                     : ShmSegment::Attach(peer, bytes, &g->segments_[i]);
-    if (st.ok()) st = CheckHeader(g->control(i), n, g->config_.region_bytes);
+    if (st.ok())
+      st = CheckHeader(g->control(i), n, g->config_.region_bytes,
+                       g->config_.board_bytes);
     if (!st.ok()) {
       if (!peer.empty())
         HVD_LOG(kWarning, "rank " + std::to_string(transport->rank()) +
@@ -159,27 +177,33 @@ Status ShmGroup::Create(Transport* transport, const std::vector<int>& members,
   return Status::OK();
 }
 
-Status ShmGroup::CheckHeader(const void* page, int members,
-                             size_t region_bytes) {
+Status ShmGroup::CheckHeader(const void* page, int members, size_t region_bytes,
+                             size_t board_bytes) {
   static_assert(
-      offsetof(Control, region_bytes) + sizeof(uint64_t) <= kHeaderBytes,
+      offsetof(Control, board_bytes) + sizeof(uint64_t) <= kHeaderBytes,
       "the checked fields lie within the header");
   // Field by field from bytes: the page need not hold a live Control.
   const char* p = static_cast<const char*>(page);
-  uint64_t magic, region;
+  uint64_t magic, region, board;
   uint32_t version, count;
   std::memcpy(&magic, p + offsetof(Control, magic), sizeof(magic));
   std::memcpy(&version, p + offsetof(Control, version), sizeof(version));
   std::memcpy(&count, p + offsetof(Control, members), sizeof(count));
   std::memcpy(&region, p + offsetof(Control, region_bytes), sizeof(region));
+  std::memcpy(&board, p + offsetof(Control, board_bytes), sizeof(board));
   if (magic != kMagic || version != kVersion)
     return Status::InvalidArgument("not a horovod shared memory segment");
-  if (count != static_cast<uint32_t>(members) || region != region_bytes)
+  if (count != static_cast<uint32_t>(members) || region != region_bytes ||
+      board != board_bytes)
     return Status::InvalidArgument(
         "segment header does not match: " + std::to_string(count) +
         " members with " + std::to_string(region) + "-byte regions, expected " +
         std::to_string(members) + " with " + std::to_string(region_bytes) +
-        " (is HOROVOD_SHM_BUFFER_BYTES the same on every rank?)");
+        " (is HOROVOD_SHM_BUFFER_BYTES the same on every rank?)" +
+        (board != board_bytes
+             ? " and boards of " + std::to_string(board) + " bytes, expected " +
+                   std::to_string(board_bytes)
+             : std::string()));
   return Status::OK();
 }
 

@@ -35,6 +35,7 @@ namespace horovod {
 
 struct ShmConfig {
   size_t region_bytes = 4u << 20;  // per half
+  size_t board_bytes = 0;          // a user's area per member (see board())
   double timeout_s = 300;          // longest wait for a silent peer
   double spin_us = 50;             // most busy-waiting before sleeping
 };
@@ -63,6 +64,10 @@ class ShmGroup {
   void NextStep() { parity_ ^= 1; }
   // Member m's region, current half.
   char* region(int m) const;
+  // Member m's board: board_bytes of memory beside the regions, zeroed at
+  // creation, for a protocol of the user's own (ReadyBoard); null when
+  // board_bytes is 0.
+  char* board(int m) const;
 
   // Publishes that we are done with this phase and waits until every member
   // has done the same.
@@ -71,11 +76,12 @@ class ShmGroup {
   void Abort(const std::string& reason);
 
   // Whether `page` (kHeaderBytes long), the start of a peer's segment,
-  // describes a segment of our layout: `members` members and regions of
-  // `region_bytes`. Its bytes are the peer's to write, so nothing else in
-  // it is trusted before this passes.
+  // describes a segment of our layout: `members` members, regions of
+  // `region_bytes` and boards of `board_bytes`. Its bytes are the peer's to
+  // write, so nothing else in it is trusted before this passes.
   static constexpr size_t kHeaderBytes = 64;
-  static Status CheckHeader(const void* page, int members, size_t region_bytes);
+  static Status CheckHeader(const void* page, int members, size_t region_bytes,
+                            size_t board_bytes = 0);
 
   // Control-plane plumbing (see ShmLink): each member's doorbell, and a
   // byte ring from every member to every other, in the sender's segment.

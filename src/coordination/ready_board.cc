@@ -1,0 +1,156 @@
+#include "coordination/ready_board.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+
+namespace horovod {
+
+// The round counter has a cache line of its own: peers poll it while its
+// owner writes the halves.
+struct ReadyBoard::Header {
+  std::atomic<uint64_t> round;
+  char pad[56];
+};
+
+// One round's content. Entries are (slot, carried bytes) pairs.
+struct ReadyBoard::Half {
+  uint64_t epoch;
+  int64_t fusion_threshold;
+  uint32_t count;
+  uint32_t payload_bytes;
+  char pad[40];
+  uint32_t entries[2 * kMaxSlots];
+  char payload[kPayloadBytes];
+};
+
+size_t ReadyBoard::AreaBytes() { return sizeof(Header) + 2 * sizeof(Half); }
+
+ReadyBoard::ReadyBoard(std::vector<char*> areas, int me, uint32_t capacity,
+                       std::function<void(int)> wake)
+    : areas_(std::move(areas)),
+      me_(me),
+      capacity_(capacity),
+      wake_(std::move(wake)),
+      cursor_(areas_.size()),
+      offset_(areas_.size()) {
+  static_assert(std::atomic<uint64_t>::is_always_lock_free,
+                "the round counter is shared between processes");
+}
+
+ReadyBoard::Header* ReadyBoard::header(int m) const {
+  return reinterpret_cast<Header*>(areas_[m]);
+}
+
+ReadyBoard::Half* ReadyBoard::half(int m, uint64_t round) const {
+  return reinterpret_cast<Half*>(areas_[m] + sizeof(Header)) + (round & 1);
+}
+
+bool ReadyBoard::Behind() const {
+  for (int m = 0; m < size(); ++m)
+    if (m != me_ && header(m)->round.load(std::memory_order_acquire) > posted_)
+      return true;
+  return false;
+}
+
+void ReadyBoard::Post(uint64_t epoch, int64_t fusion_threshold,
+                      const std::vector<Offer>& offers,
+                      const std::function<void(size_t, char*)>& fill) {
+  const uint64_t round = posted_ + 1;
+  Half* h = half(me_, round);
+  h->epoch = epoch;
+  h->fusion_threshold = fusion_threshold;
+  const size_t n = std::min(offers.size(), kMaxSlots);
+  uint32_t used = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bytes = offers[i].bytes;
+    if (bytes > kPayloadBytes - used) bytes = 0;  // goes by collective
+    h->entries[2 * i] = offers[i].slot;
+    h->entries[2 * i + 1] = bytes;
+    if (bytes > 0) {
+      fill(i, h->payload + used);
+      used += bytes;
+    }
+  }
+  h->count = static_cast<uint32_t>(n);
+  h->payload_bytes = used;
+  header(me_)->round.store(round, std::memory_order_release);
+  posted_ = round;
+  for (int m = 0; m < size(); ++m)
+    if (m != me_) wake_(m);
+}
+
+Status ReadyBoard::Check(int m, const Half& h) const {
+  auto bad = [&](const std::string& what) {
+    return Status::Internal("shared-memory ready board of member " +
+                            std::to_string(m) + " is malformed: " + what);
+  };
+  if (h.count > kMaxSlots) return bad("count " + std::to_string(h.count));
+  if (h.payload_bytes > kPayloadBytes)
+    return bad("payload " + std::to_string(h.payload_bytes));
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < h.count; ++i) {
+    const uint32_t slot = h.entries[2 * i];
+    if (slot >= capacity_ || (i > 0 && slot <= h.entries[2 * i - 2]))
+      return bad("slot " + std::to_string(slot));
+    bytes += h.entries[2 * i + 1];
+  }
+  if (bytes != h.payload_bytes) return bad("payload lengths");
+  return Status::OK();
+}
+
+bool ReadyBoard::Readable() const {
+  if (!open()) return false;
+  for (int m = 0; m < size(); ++m)
+    if (header(m)->round.load(std::memory_order_acquire) < posted_)
+      return false;
+  return true;
+}
+
+Status ReadyBoard::Poll(bool* complete, Result* out) {
+  *complete = false;
+  if (!Readable()) return Status::OK();
+  const uint64_t round = posted_;
+  const int n = size();
+  for (int m = 0; m < n; ++m) HVD_RETURN_IF_ERROR(Check(m, *half(m, round)));
+  read_ = round;
+  *complete = true;
+  out->members = n;
+  out->slots.clear();
+  out->carried_bytes.clear();
+  out->payloads.clear();
+  out->fusion_threshold = half(0, round)->fusion_threshold;
+  out->agreed = true;
+  for (int m = 1; m < n; ++m)
+    if (half(m, round)->epoch != half(0, round)->epoch) out->agreed = false;
+  if (!out->agreed) return Status::OK();
+  // Merge: walk our list; a slot counts when every other list has it.
+  std::fill(cursor_.begin(), cursor_.end(), 0);
+  std::fill(offset_.begin(), offset_.end(), 0);
+  const Half& mine = *half(me_, round);
+  for (uint32_t i = 0; i < mine.count; ++i) {
+    const uint32_t slot = mine.entries[2 * i];
+    bool everywhere = true;
+    for (int m = 0; m < n && everywhere; ++m) {
+      const Half& h = *half(m, round);
+      while (cursor_[m] < h.count && h.entries[2 * cursor_[m]] < slot) {
+        offset_[m] += h.entries[2 * cursor_[m] + 1];
+        ++cursor_[m];
+      }
+      everywhere = cursor_[m] < h.count && h.entries[2 * cursor_[m]] == slot;
+    }
+    if (!everywhere) continue;
+    uint32_t carried = mine.entries[2 * i + 1];
+    for (int m = 0; m < n; ++m)
+      if (half(m, round)->entries[2 * cursor_[m] + 1] != carried) carried = 0;
+    out->slots.push_back(slot);
+    out->carried_bytes.push_back(carried);
+    for (int m = 0; m < n; ++m)
+      out->payloads.push_back(carried > 0 ? half(m, round)->payload + offset_[m]
+                                          : nullptr);
+  }
+  return Status::OK();
+}
+
+}  // namespace horovod

@@ -1,0 +1,178 @@
+// EngineImpl, the ready board: cached allreduces agreed among the ranks of
+// one host without rank 0's round trip (ready_board.h has the protocol).
+//
+// Why executing a round never reorders anything: every rank runs the same
+// response lists and the same agreed rounds in the same order. A round
+// counts only when every rank posted it at the same epoch. Rank 0 emits no
+// response list while its own round is open, so when a round agrees at
+// epoch e, rank 0 read it back before emitting list e+1, and a worker that
+// receives list e+1 finds the round complete (rank 0 saw every post before
+// writing the list) and executes the round first. When rank 0 emitted list
+// e+1 before posting, it posts at epoch e+1 or later and the round is
+// discarded everywhere.
+#include <cstring>
+
+#include "collectives/reduce.h"
+#include "runtime/engine_impl.h"
+
+namespace horovod {
+
+void EngineImpl::UseBoard() {
+  if (shm_ == nullptr || shm_->size() != job_.size || bell_ == nullptr ||
+      shm_->board(0) == nullptr || knobs_.cache_capacity <= 0 ||
+      knobs_.autotune)
+    return;
+  std::vector<char*> areas;
+  for (int m = 0; m < shm_->size(); ++m) areas.push_back(shm_->board(m));
+  board_ = std::make_unique<ReadyBoard>(
+      std::move(areas), shm_->index(),
+      static_cast<uint32_t>(knobs_.cache_capacity),
+      [shm = shm_.get()](int m) { shm->doorbell(m)->Ring(); });
+}
+
+bool EngineImpl::BoardEligible(const Request& r) const {
+  return board_ != nullptr && r.op == Op::kAllreduce && r.process_set == 0 &&
+         r.group_size == 0 && r.device < 0 && r.reduce_op != ReduceOp::kAdasum;
+}
+
+void EngineImpl::SendUsually(Request r, RequestList* list) {
+  const int slot = job_.rank == 0 ? -1 : cache_.Find(r);
+  if (slot >= 0) {
+    list->cache_hits.push_back(static_cast<uint32_t>(slot));
+    hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
+  } else {
+    list->requests.push_back(std::move(r));
+  }
+}
+
+int EngineImpl::BoardDueMs(Clock::time_point now) const {
+  if (board_ == nullptr) return 1000;
+  if (board_->open()) return board_->Readable() ? 0 : 1000;
+  Clock::time_point due = Clock::time_point::max();
+  for (const BoardOffer& o : offers_)
+    due = std::min(due, o.since + kBoardPatience);
+  if (board_->Behind())
+    due = behind_since_ == Clock::time_point::max()
+              ? now
+              : std::min(due, behind_since_ + kBoardJoinGrace);
+  if (due == Clock::time_point::max()) return 1000;
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(due - now);
+  return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 1000));
+}
+
+Status EngineImpl::BoardComplete() {
+  if (board_ == nullptr || !board_->open()) return Status::OK();
+  bool complete = false;
+  HVD_RETURN_IF_ERROR(board_->Poll(&complete, &board_result_));
+  if (!complete) return Status::OK();
+  if (!board_result_.agreed) {
+    board_news_ = !offers_.empty();  // try again at the common epoch
+    return Status::OK();
+  }
+  return ExecuteBoard(board_result_);
+}
+
+void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
+                           bool eager) {
+  if (board_ == nullptr || board_->open()) return;
+  // Offers whose slot changed since the lookup, or that waited too long,
+  // go the usual way (looked up again: the slot may hold another tensor).
+  kept_.clear();
+  for (BoardOffer& o : offers_) {
+    const bool stale =
+        !cache_.Has(o.slot) || cache_.ChangedAt(o.slot) > o.found_at;
+    if (stale || now - o.since >= kBoardPatience)
+      SendUsually(std::move(o.request), list);
+    else
+      kept_.push_back(std::move(o));
+  }
+  offers_.swap(kept_);
+  const bool behind = board_->Behind();
+  if (!behind) behind_since_ = Clock::time_point::max();
+  if (behind && behind_since_ == Clock::time_point::max()) behind_since_ = now;
+  const bool join = behind && (!offers_.empty() || eager ||
+                               now - behind_since_ >= kBoardJoinGrace);
+  if (!(board_news_ && !offers_.empty()) && !join) return;
+  behind_since_ = Clock::time_point::max();
+  posted_.resize(offers_.size());
+  for (size_t i = 0; i < offers_.size(); ++i) posted_[i] = i;
+  std::sort(posted_.begin(), posted_.end(), [this](size_t a, size_t b) {
+    return offers_[a].slot < offers_[b].slot;
+  });
+  if (posted_.size() > ReadyBoard::kMaxSlots)
+    posted_.resize(ReadyBoard::kMaxSlots);
+  post_.clear();
+  for (size_t i : posted_) post_.push_back({offers_[i].slot, offers_[i].carry});
+  board_->Post(
+      epoch_, knobs_.fusion_threshold, post_, [this](size_t k, char* dst) {
+        const BoardOffer& o = offers_[posted_[k]];
+        std::memcpy(dst, o.operand, o.carry);
+        const Request& r = o.request;
+        if (r.prescale != 1.0)
+          ScaleBuffer(dst,
+                      static_cast<int64_t>(o.carry / DataTypeSize(r.dtype)),
+                      r.dtype, r.prescale);
+      });
+  board_news_ = false;
+}
+
+Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
+  // The agreed slots are a subset of what we posted, both ascending.
+  board_responses_.clear();
+  board_bytes_.clear();
+  taken_.assign(offers_.size(), 0);
+  size_t p = 0;
+  for (size_t k = 0; k < result.slots.size(); ++k) {
+    const uint32_t slot = result.slots[k];
+    while (p < posted_.size() && offers_[posted_[p]].slot < slot) ++p;
+    if (p == posted_.size() || offers_[posted_[p]].slot != slot)
+      return Status::Internal("ready board agreed on slot " +
+                              std::to_string(slot) + " that rank " +
+                              std::to_string(job_.rank) + " did not post");
+    taken_[posted_[p]] = 1;
+    const Response& c = cache_.Get(slot);
+    if (timeline_.active()) timeline_.OpStart(c.names[0], UpperOpName(c.op));
+    if (result.carried_bytes[k] > 0) {
+      executor_->ReduceCopies(c, &result.payloads[k * result.members],
+                              result.members);
+      if (timeline_.active()) timeline_.OpEnd(c.names[0]);
+      cache_.Refresh(slot, c, 0);
+      continue;
+    }
+    int64_t bytes = static_cast<int64_t>(DataTypeSize(c.dtype));
+    for (int64_t d : c.shapes[0]) bytes *= d;
+    bool fused = false;
+    for (size_t i = 0; i < board_responses_.size() && !fused; ++i) {
+      Response& o = board_responses_[i];
+      if (Fusable(o, c) && board_bytes_[i] + bytes <= result.fusion_threshold) {
+        AddTensor(&o, c, 0);
+        o.slots.push_back(slot);
+        board_bytes_[i] += bytes;
+        fused = true;
+      }
+    }
+    if (!fused) {
+      board_responses_.push_back(c);
+      board_responses_.back().slots.assign(1, slot);
+      board_bytes_.push_back(bytes);
+    }
+  }
+  kept_.clear();
+  for (size_t i = 0; i < offers_.size(); ++i)
+    if (!taken_[i]) kept_.push_back(std::move(offers_[i]));
+  offers_.swap(kept_);
+  for (const Response& r : board_responses_) {
+    Status st = executor_->Execute(r);
+    if (timeline_.active())
+      for (const std::string& name : r.names) timeline_.OpEnd(name);
+    if (!st.ok()) return RootCause(st);
+    for (size_t i = 0; i < r.names.size(); ++i)
+      cache_.Refresh(r.slots[i], r, i);
+  }
+  if (!board_responses_.empty() || !result.slots.empty())
+    step_metrics_.cycles += 1;
+  return Status::OK();
+}
+
+}  // namespace horovod

@@ -1,0 +1,200 @@
+#include "coordination/ready_board.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace horovod {
+namespace {
+
+constexpr uint32_t kCapacity = 64;
+
+// n members' boards in plain memory (zeroed, as a fresh segment is), and
+// how often each member was rung.
+struct Boards {
+  explicit Boards(int n)
+      : memory(n, std::vector<uint64_t>(ReadyBoard::AreaBytes() / 8 + 1, 0)),
+        rings(n) {}
+  ReadyBoard Make(int me) {
+    std::vector<char*> areas;
+    for (auto& m : memory) areas.push_back(reinterpret_cast<char*>(m.data()));
+    return ReadyBoard(areas, me, kCapacity, [this](int m) { rings[m]++; });
+  }
+  std::vector<std::vector<uint64_t>> memory;
+  std::vector<std::atomic<int>> rings;
+};
+
+using Offers = std::vector<ReadyBoard::Offer>;
+
+// Posts offers whose carried bytes are `tag` repeated.
+void PostTagged(ReadyBoard& b, uint64_t epoch, const Offers& offers, char tag) {
+  b.Post(epoch, 1000, offers,
+         [&](size_t i, char* dst) { std::memset(dst, tag, offers[i].bytes); });
+}
+
+ReadyBoard::Result Read(ReadyBoard& b) {
+  ReadyBoard::Result r;
+  bool complete = false;
+  Status st = b.Poll(&complete, &r);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(complete);
+  return r;
+}
+
+TEST(ReadyBoard, AgreesOnTheSlotsEveryMemberPosted) {
+  Boards boards(3);
+  std::vector<ReadyBoard> b;
+  for (int m = 0; m < 3; ++m) b.push_back(boards.Make(m));
+  PostTagged(b[0], 7, {{1, 0}, {4, 8}, {9, 4}, {20, 0}}, 'a');
+  EXPECT_TRUE(b[0].open());
+  EXPECT_FALSE(b[0].Readable());
+  EXPECT_EQ(boards.rings[1], 1);
+  EXPECT_EQ(boards.rings[2], 1);
+  EXPECT_TRUE(b[1].Behind());
+  PostTagged(b[1], 7, {{4, 8}, {9, 4}, {20, 0}}, 'b');
+  bool complete = true;
+  ReadyBoard::Result r;
+  ASSERT_TRUE(b[0].Poll(&complete, &r).ok());
+  EXPECT_FALSE(complete);  // member 2 has not posted
+  // Member 2 carries slot 9 with other bytes: it goes by collective.
+  PostTagged(b[2], 7, {{2, 0}, {4, 8}, {9, 0}, {20, 0}}, 'c');
+  for (int m = 0; m < 3; ++m) {
+    ASSERT_TRUE(b[m].Readable());
+    r = Read(b[m]);
+    EXPECT_FALSE(b[m].open());
+    EXPECT_TRUE(r.agreed);
+    EXPECT_EQ(r.fusion_threshold, 1000);
+    EXPECT_EQ(r.slots, (std::vector<uint32_t>{4, 9, 20}));
+    EXPECT_EQ(r.carried_bytes, (std::vector<uint32_t>{8, 0, 0}));
+    for (int p = 0; p < 3; ++p) {
+      ASSERT_NE(r.payload(0, p), nullptr);
+      EXPECT_EQ(std::string(r.payload(0, p), 8), std::string(8, 'a' + p));
+      EXPECT_EQ(r.payload(1, p), nullptr);
+    }
+  }
+}
+
+TEST(ReadyBoard, DifferentEpochsAreDiscardedByEveryone) {
+  Boards boards(2);
+  ReadyBoard a = boards.Make(0), b = boards.Make(1);
+  PostTagged(a, 3, {{5, 4}}, 'a');
+  PostTagged(b, 4, {{5, 4}}, 'b');
+  EXPECT_FALSE(Read(a).agreed);
+  EXPECT_FALSE(Read(b).agreed);
+  // The next round, at the same epoch, counts.
+  PostTagged(a, 4, {{5, 4}}, 'a');
+  PostTagged(b, 4, {{5, 4}}, 'b');
+  ReadyBoard::Result r = Read(a);
+  EXPECT_TRUE(r.agreed);
+  EXPECT_EQ(r.slots, std::vector<uint32_t>{5});
+  EXPECT_TRUE(Read(b).agreed);
+}
+
+TEST(ReadyBoard, PayloadBeyondTheBoardGoesByCollective) {
+  Boards boards(2);
+  ReadyBoard a = boards.Make(0), b = boards.Make(1);
+  const uint32_t big = ReadyBoard::kPayloadBytes / 2 + 1;
+  const Offers offers = {{1, big}, {2, big}, {3, 16}};
+  PostTagged(a, 0, offers, 'a');
+  PostTagged(b, 0, offers, 'b');
+  ReadyBoard::Result r = Read(a);
+  EXPECT_EQ(r.slots, (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_EQ(r.carried_bytes, (std::vector<uint32_t>{big, 0, 16}));
+  EXPECT_EQ(r.payload(2, 1)[0], 'b');
+}
+
+TEST(ReadyBoard, MalformedBoardsAreRefused) {
+  auto expect_refused = [](const Offers& bad) {
+    Boards boards(2);
+    ReadyBoard a = boards.Make(0), b = boards.Make(1);
+    PostTagged(a, 0, {{1, 0}}, 'a');
+    PostTagged(b, 0, bad, 'b');
+    bool complete = true;
+    ReadyBoard::Result r;
+    Status st = a.Poll(&complete, &r);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("member 1"), std::string::npos) << st.message();
+    EXPECT_FALSE(complete);
+  };
+  expect_refused({{3, 0}, {2, 0}});  // not ascending
+  expect_refused({{3, 0}, {3, 0}});  // twice
+  expect_refused({{kCapacity, 0}});  // beyond the cache
+}
+
+TEST(ReadyBoard, AFasterMemberDoesNotOverwriteTheRoundBeingRead) {
+  Boards boards(2);
+  ReadyBoard a = boards.Make(0), b = boards.Make(1);
+  PostTagged(a, 0, {}, 'a');
+  EXPECT_TRUE(b.Behind());
+  PostTagged(b, 0, {}, 'b');
+  EXPECT_FALSE(a.Behind());
+  ReadyBoard::Result r = Read(a);
+  EXPECT_TRUE(r.agreed);
+  EXPECT_TRUE(r.slots.empty());
+  // a posts its next round before b has read the last one: b still reads
+  // the last one (rounds alternate between two halves), then joins.
+  PostTagged(a, 0, {{1, 4}}, 'a');
+  EXPECT_TRUE(b.Behind());
+  r = Read(b);
+  EXPECT_TRUE(r.slots.empty());
+  EXPECT_FALSE(b.open());
+  PostTagged(b, 0, {{1, 4}}, 'b');
+  EXPECT_EQ(Read(b).slots, std::vector<uint32_t>{1});
+  EXPECT_EQ(Read(a).slots, std::vector<uint32_t>{1});
+}
+
+// Members running rounds as fast as they can, each with its own offers,
+// compute the same agreement every round: what they all offered.
+TEST(ReadyBoard, ConcurrentRoundsAgreeEverywhere) {
+  const int n = 3, rounds = 500;
+  Boards boards(n);
+  std::vector<std::vector<std::vector<uint32_t>>> seen(n);
+  std::vector<std::vector<Offers>> offered(n);
+  std::vector<std::thread> threads;
+  for (int m = 0; m < n; ++m)
+    threads.emplace_back([&, m] {
+      ReadyBoard b = boards.Make(m);
+      std::mt19937 rng(m + 1);
+      for (int k = 0; k < rounds; ++k) {
+        Offers offers;
+        for (uint32_t s = 0; s < kCapacity; ++s)
+          if (rng() % 2) offers.push_back({s, static_cast<uint32_t>(s % 3)});
+        offered[m].push_back(offers);
+        b.Post(1, 0, offers, [&](size_t i, char* dst) {
+          std::memset(dst, static_cast<char>(m), offers[i].bytes);
+        });
+        ReadyBoard::Result r;
+        bool complete = false;
+        while (!complete) {
+          ASSERT_TRUE(b.Poll(&complete, &r).ok());
+          if (!complete) std::this_thread::yield();
+        }
+        ASSERT_TRUE(r.agreed);
+        for (size_t i = 0; i < r.slots.size(); ++i)
+          for (int p = 0; p < n && r.carried_bytes[i] > 0; ++p)
+            ASSERT_EQ(r.payload(i, p)[0], static_cast<char>(p));
+        seen[m].push_back(r.slots);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < rounds; ++k) {
+    std::vector<uint32_t> expected;
+    for (const auto& o : offered[0][k]) {
+      bool everywhere = true;
+      for (int m = 1; m < n; ++m) {
+        bool found = false;
+        for (const auto& p : offered[m][k]) found |= p.slot == o.slot;
+        everywhere &= found;
+      }
+      if (everywhere) expected.push_back(o.slot);
+    }
+    for (int m = 0; m < n; ++m) ASSERT_EQ(seen[m][k], expected) << k;
+  }
+}
+
+}  // namespace
+}  // namespace horovod
