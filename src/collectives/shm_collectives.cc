@@ -117,6 +117,14 @@ Status BlockRounds(ShmGroup& g, const Run& run,
   auto slot = [&](int member, int b) {
     return g.region(member) + static_cast<size_t>(b * w) * esize;
   };
+  // Large rounds keep to one half: one more barrier each, against copies
+  // that run at cache speed instead of memory speed.
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  const int64_t round_bytes =
+      std::min(total, w * n) * static_cast<int64_t>(esize);
+  const bool seal = gather && g.seal_bytes() > 0 &&
+                    round_bytes >= static_cast<int64_t>(g.seal_bytes());
   for (int64_t j = 0; j < rounds; ++j) {
     g.NextStep();
     for (int b = 0; b < n; ++b)
@@ -137,6 +145,7 @@ Status BlockRounds(ShmGroup& g, const Run& run,
     HVD_RETURN_IF_ERROR(g.Barrier());
     for (int b = 0; b < n; ++b)
       if (b != me) run.CopyIn(at(b, j), RoundLen(counts[b], j, w), slot(b, b));
+    if (seal) HVD_RETURN_IF_ERROR(g.Seal());
   }
   return Status::OK();
 }

@@ -36,8 +36,11 @@ namespace horovod {
 struct ShmConfig {
   size_t region_bytes = 4u << 20;  // per half
   size_t board_bytes = 0;          // a user's area per member (see board())
-  double timeout_s = 300;          // longest wait for a silent peer
-  double spin_us = 50;             // most busy-waiting before sleeping
+  // Large allreduce rounds moving at least this many bytes seal their half
+  // (Seal); 0: never.
+  size_t seal_bytes = 1u << 20;
+  double timeout_s = 300;  // longest wait for a silent peer
+  double spin_us = 50;     // most busy-waiting before sleeping
 };
 
 class ShmGroup {
@@ -58,10 +61,23 @@ class ShmGroup {
   int index() const { return me_; }
   const std::vector<int>& members() const { return members_; }
   size_t region_bytes() const { return config_.region_bytes; }
+  size_t seal_bytes() const { return config_.seal_bytes; }
 
-  // Switches every region to its other half. All members call it at the
-  // same points.
-  void NextStep() { parity_ ^= 1; }
+  // Switches every region to its other half, unless the last step ended
+  // with Seal. All members call both at the same points.
+  void NextStep() {
+    if (!sealed_) parity_ ^= 1;
+    sealed_ = false;
+  }
+  // A barrier after the step's last read of the peers' regions: the next
+  // step may write the same half again, which a large copy into it still
+  // finds in cache (alternating halves doubles the memory a run of large
+  // collectives cycles through).
+  Status Seal() {
+    Status st = Barrier();
+    sealed_ = st.ok();
+    return st;
+  }
   // Member m's region, current half.
   char* region(int m) const;
   // Member m's board: board_bytes of memory beside the regions, zeroed at
@@ -108,6 +124,7 @@ class ShmGroup {
   ShmConfig config_;
   AdaptiveSpin spin_;  // barrier waits
   int parity_ = 0;
+  bool sealed_ = false;
   uint32_t seq_ = 0;
   std::atomic<bool> aborted_{false};
   mutable std::mutex reason_mu_;

@@ -32,6 +32,8 @@ constexpr size_t kShmRegionBytes = 4096;
 enum class Backend { kTransport, kShm };
 // Set by the fixture for the test that is running.
 Backend g_backend = Backend::kTransport;
+// Shared-memory groups seal allreduce rounds of at least this many bytes.
+size_t g_seal_bytes = ShmConfig().seal_bytes;
 
 class Collectives : public ::testing::TestWithParam<Backend> {
  protected:
@@ -55,6 +57,7 @@ void RunRanks(int n,
         if (g_backend == Backend::kShm && n > 1) {
           ShmConfig sc;
           sc.region_bytes = kShmRegionBytes;
+          sc.seal_bytes = g_seal_bytes;
           sc.timeout_s = 60;
           ASSERT_TRUE(ShmGroup::Create(&t, members, {}, sc, &shm).ok());
           ASSERT_NE(shm, nullptr);
@@ -155,6 +158,43 @@ TEST_P(Collectives, AllgathervUnevenIncludingEmpty) {
       want.insert(want.end(), bytes[r], char('a' + r));
     for (int r = 0; r < n; ++r) EXPECT_EQ(got[r], want) << n;
   }
+}
+
+// Large allreduce rounds that seal their half (so the next collective
+// writes the same half again) between collectives that alternate halves:
+// every result stays exact, so no rank overwrites a half a peer still reads.
+TEST_P(Collectives, SealedRoundsBetweenOtherCollectives) {
+  g_seal_bytes = 1;
+  const int n = 3;
+  const int64_t large = 100003, small = 7;
+  const auto sum = [&](int64_t count, int step) {
+    std::vector<char> want = Fill(DataType::kFloat32, count, step, false);
+    for (int r = 1; r < n; ++r) {
+      std::vector<char> in = Fill(DataType::kFloat32, count, r + step, false);
+      ReduceInto(want.data(), in.data(), count, DataType::kFloat32,
+                 ReduceOp::kSum);
+    }
+    return want;
+  };
+  std::vector<std::string> failures(n);
+  RunRanks(n, [&](CollectiveGroup& g, Communicator&) {
+    std::string& fail = failures[g.rank()];
+    for (int step = 0; step < 6; ++step) {
+      const int64_t count = step % 2 ? small : large;
+      std::vector<char> buf =
+          Fill(DataType::kFloat32, count, g.rank() + step, false);
+      ASSERT_TRUE(
+          g.Allreduce(buf.data(), count, DataType::kFloat32, ReduceOp::kSum)
+              .ok());
+      if (buf != sum(count, step)) fail += "allreduce " + std::to_string(step);
+      std::vector<char> b(5000, char(g.rank() + step));
+      ASSERT_TRUE(g.Broadcast(b.data(), 5000, step % n).ok());
+      if (b != std::vector<char>(5000, char(step % n + step)))
+        fail += "broadcast " + std::to_string(step);
+    }
+  });
+  g_seal_bytes = ShmConfig().seal_bytes;
+  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r;
 }
 
 TEST_P(Collectives, BroadcastEveryRoot) {
