@@ -120,6 +120,18 @@ TensorView ToView(const nb::ndarray<>& a, int rank) {
   return v;
 }
 
+CollectiveArgs Args(const std::string& name, int reduce_op, double prescale,
+                    double postscale, int root, int process_set) {
+  CollectiveArgs args;
+  args.name = name;
+  args.op = static_cast<ReduceOp>(reduce_op);
+  args.prescale = prescale;
+  args.postscale = postscale;
+  args.root = root;
+  args.process_set = process_set;
+  return args;
+}
+
 // Kernels linked into this module (the XLA handler) reach the engine
 // through the process's binding, from start until shutdown.
 struct PyEngine {
@@ -267,19 +279,29 @@ NB_MODULE(_core, m) {
                  throw nb::value_error("bfloat16_bits must name 16-bit arrays");
                views[i].dtype = DataType::kBFloat16;
              }
-             CollectiveArgs args;
-             args.name = name;
-             args.op = static_cast<ReduceOp>(reduce_op);
-             args.prescale = prescale;
-             args.postscale = postscale;
-             args.root = root;
+             CollectiveArgs args =
+                 Args(name, reduce_op, prescale, postscale, root, process_set);
              args.splits = std::move(splits);
-             args.process_set = process_set;
              std::vector<Handle> handles;
              Status st =
                  eng.Enqueue(static_cast<OpType>(op), views, args, &handles);
              if (!st.ok()) Raise(st);
              return handles;
+           })
+      // One array, no splits or bfloat16 bits: the common collective, with
+      // no list to marshal either way.
+      .def("enqueue_one",
+           [](PyEngine& e, int op, const nb::ndarray<>& array,
+              const std::string& name, int reduce_op, double prescale,
+              double postscale, int root, int process_set) {
+             Engine& eng = e.get();
+             std::vector<Handle> handles;
+             Status st = eng.Enqueue(
+                 static_cast<OpType>(op), {ToView(array, eng.rank())},
+                 Args(name, reduce_op, prescale, postscale, root, process_set),
+                 &handles);
+             if (!st.ok()) Raise(st);
+             return handles[0];
            })
       .def("barrier",
            [](PyEngine& e, int process_set) {

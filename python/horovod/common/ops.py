@@ -201,6 +201,28 @@ class Collectives:
                            bits)
         return self.handles.add(core, finish, arrays)
 
+    def enqueue_one(self, op, capsule, keep, prefix, name, finish,
+                    reduce_op=Sum, prescale=1.0, postscale=1.0, root=0,
+                    process_set=global_process_set):
+        """enqueue for one array already exported as a DLPack `capsule`
+        (`keep`: what must stay alive until synchronize), with no splits:
+        the per-call path of the common collectives."""
+        ps = process_set.process_set_id \
+            if type(process_set) is ProcessSet else None
+        if ps is None:
+            ps = self.process_set_id(process_set)
+        full_name = "%s.%s" % (prefix, name) if name else \
+            op_name(prefix, name, self.unnamed_number(ps))
+        try:
+            core = self._basics.engine.enqueue_one(
+                op.value, capsule, full_name, reduce_op, prescale, postscale,
+                root, ps)
+        except ValueError as e:
+            raise HorovodInvalidArgumentError(str(e)) from None
+        except RuntimeError as e:
+            raise HorovodInternalError(str(e)) from None
+        return self.handles.add((core,), finish, keep)
+
     def poll(self, handle):
         return self.handles.poll(handle)
 

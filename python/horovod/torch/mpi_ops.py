@@ -82,12 +82,14 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
                      prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
     if tensor.is_contiguous():  # the common case: written where it lies
-        works, finish = [tensor.detach()], lambda _: tensor
-    else:
-        works, finish = _inplace_targets([tensor])
-        finish = (lambda f: lambda c: f(c)[0])(finish)
+        work = tensor.detach()
+        return _collectives.enqueue_one(
+            _OP.allreduce, _to_dlpack(work), work, "allreduce", name,
+            lambda _: tensor, resolve_op(average, op), prescale_factor,
+            postscale_factor, process_set=process_set)
+    works, finish = _inplace_targets([tensor])
     return _enqueue(
-        _OP.allreduce, works, "allreduce", name, finish,
+        _OP.allreduce, works, "allreduce", name, lambda c: finish(c)[0],
         resolve_op(average, op), prescale_factor, postscale_factor,
         process_set=process_set)
 
