@@ -345,6 +345,7 @@ class EngineImpl {
   ReadyBoard::Result board_result_;
   std::vector<Response> board_responses_;
   std::vector<int64_t> board_bytes_;
+  std::vector<Request> fresh_;  // CollectRequests' intake, reused
   std::vector<const void*> operands_;
   std::vector<BoardOffer> kept_;
   std::vector<char> taken_;  // per offer: executed by the current round

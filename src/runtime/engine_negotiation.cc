@@ -18,10 +18,10 @@ void EngineImpl::TickNegotiation(int rank, const RequestList& list) {
 RequestList EngineImpl::CollectRequests() {
   RequestList list;
   list.epoch = epoch_;
-  std::vector<Request> fresh = queue_.TakeNew(&operands_);
+  queue_.TakeNew(&fresh_, &operands_);
   const auto now = Clock::now();
-  for (size_t i = 0; i < fresh.size(); ++i) {
-    Request& r = fresh[i];
+  for (size_t i = 0; i < fresh_.size(); ++i) {
+    Request& r = fresh_[i];
     if (BoardEligible(r)) {
       const int slot = cache_.Find(r);
       if (slot >= 0) {

@@ -55,13 +55,13 @@ std::vector<std::string> TensorQueue::KeysOf(
   return keys;
 }
 
-std::vector<Request> TensorQueue::TakeNew(std::vector<const void*>* operands) {
+void TensorQueue::TakeNew(std::vector<Request>* requests,
+                          std::vector<const void*>* operands) {
+  requests->clear();
+  operands->clear();
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Request> out;
-  out.swap(fresh_);
-  if (operands != nullptr) operands->swap(fresh_operands_);
-  fresh_operands_.clear();
-  return out;
+  requests->swap(fresh_);
+  operands->swap(fresh_operands_);
 }
 
 bool TensorQueue::Take(const std::string& key, TensorEntry* out) {

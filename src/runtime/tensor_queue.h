@@ -41,10 +41,12 @@ class TensorQueue {
 
   // All-or-nothing: refuses every entry if any key is already in flight.
   Status Add(std::vector<TensorEntry> entries);
-  // Requests not yet sent to the coordinator, in enqueue order; with
-  // `operands`, also where each one's input lies (TensorView::input, else
-  // data; null for control requests).
-  std::vector<Request> TakeNew(std::vector<const void*>* operands = nullptr);
+  // Requests not yet sent to the coordinator, in enqueue order, and where
+  // each one's input lies (TensorView::input, else data; null for control
+  // requests). Swaps with the vectors passed in, which the next Adds fill
+  // (so their capacity is reused instead of regrown every step).
+  void TakeNew(std::vector<Request>* requests,
+               std::vector<const void*>* operands);
   // Removes and returns the entry, or false if this rank has none.
   bool Take(const std::string& key, TensorEntry* out);
   // Take for each of `names` in `process_set`, under one lock:
@@ -71,7 +73,9 @@ class TensorQueue {
 
  private:
   std::mutex mu_;
-  std::unordered_map<std::string, TensorEntry> in_flight_;
+  using Entries = std::unordered_map<std::string, TensorEntry>;
+  Entries in_flight_;
+  std::vector<Entries::iterator> added_;  // by the running Add
   std::vector<Request> fresh_;
   std::vector<const void*> fresh_operands_;
   Status closed_;
