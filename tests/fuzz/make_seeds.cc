@@ -196,7 +196,7 @@ void ShmSeeds(const std::string& dir) {
   in.append(reinterpret_cast<const char*>(&region), 8);
   std::string page(64, '\0');
   const uint64_t magic = 0x3153484d44565648ull;
-  const uint32_t version = 1, members = 3;
+  const uint32_t version = 2, members = 3;  // board bytes (24..31) 0
   std::memcpy(&page[0], &magic, 8);
   std::memcpy(&page[8], &version, 4);
   std::memcpy(&page[12], &members, 4);
