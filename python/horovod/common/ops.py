@@ -11,6 +11,7 @@ Nothing here knows about autograd or any framework's types.
 Thread-safety: a Collectives object may be used from any thread.
 """
 
+import itertools
 import threading
 import warnings
 
@@ -87,24 +88,23 @@ class HandleTable:
     engine's handles and to the adapter's `finish(core_handles)`, which
     turns finished engine handles into the framework's result."""
 
+    # No lock of its own: next() on a count, and a dict's get, set and pop,
+    # are each atomic under the interpreter lock (this runs once per tensor).
+
     def __init__(self):
-        self._lock = threading.Lock()
-        self._next = 0
+        self._numbers = itertools.count()
         self._entries = {}
 
     def add(self, core_handles, finish, arrays):
         """Files an operation under a fresh handle number and returns it.
         `arrays` stay referenced until synchronize: the engine reads and
         writes their memory until the operation completes."""
-        with self._lock:
-            h = self._next
-            self._next += 1
-            self._entries[h] = (core_handles, finish, arrays)
-            return h
+        h = next(self._numbers)
+        self._entries[h] = (core_handles, finish, arrays)
+        return h
 
     def poll(self, handle):
-        with self._lock:
-            entry = self._entries.get(handle)
+        entry = self._entries.get(handle)
         if entry is None:
             raise ValueError("unknown or already synchronized handle %r"
                              % (handle,))
@@ -113,8 +113,7 @@ class HandleTable:
     def synchronize(self, handle):
         """Waits for the operation and returns finish()'s result. A handle
         that is unknown or already synchronized returns None, as upstream."""
-        with self._lock:
-            entry = self._entries.pop(handle, None)
+        entry = self._entries.pop(handle, None)
         if entry is None:
             return None
         core_handles, finish, _ = entry
@@ -206,7 +205,8 @@ class Collectives:
                     process_set=global_process_set):
         """enqueue for one array already exported as a DLPack `capsule`
         (`keep`: what must stay alive until synchronize), with no splits:
-        the per-call path of the common collectives."""
+        the per-call path of the common collectives. `op` is an OpType's
+        value (reading an enum member's value costs more than the rest)."""
         ps = process_set.process_set_id \
             if type(process_set) is ProcessSet else None
         if ps is None:
@@ -215,8 +215,8 @@ class Collectives:
             op_name(prefix, name, self.unnamed_number(ps))
         try:
             core = self._basics.engine.enqueue_one(
-                op.value, capsule, full_name, reduce_op, prescale, postscale,
-                root, ps)
+                op, capsule, full_name, reduce_op, prescale, postscale, root,
+                ps)
         except ValueError as e:
             raise HorovodInvalidArgumentError(str(e)) from None
         except RuntimeError as e:

@@ -18,6 +18,7 @@ from horovod.common.topology import rank
 
 _collectives = _ops.process_collectives()
 _OP = _ops.OpType
+_ALLREDUCE = _OP.allreduce.value
 
 
 _to_dlpack = torch.utils.dlpack.to_dlpack
@@ -84,7 +85,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
     if tensor.is_contiguous():  # the common case: written where it lies
         work = tensor.detach()
         return _collectives.enqueue_one(
-            _OP.allreduce, _to_dlpack(work), work, "allreduce", name,
+            _ALLREDUCE, _to_dlpack(work), work, "allreduce", name,
             lambda _: tensor, resolve_op(average, op), prescale_factor,
             postscale_factor, process_set=process_set)
     works, finish = _inplace_targets([tensor])
