@@ -17,10 +17,15 @@
 
 namespace horovod {
 
+bool EngineImpl::BoardAllowed() const {
+  // The autotuner tunes rank 0's cycle time and fusion threshold, which the
+  // board would bypass.
+  return knobs_.cache_capacity > 0 && !knobs_.autotune;
+}
+
 void EngineImpl::UseBoard() {
   if (shm_ == nullptr || shm_->size() != job_.size || bell_ == nullptr ||
-      shm_->board(0) == nullptr || knobs_.cache_capacity <= 0 ||
-      knobs_.autotune)
+      shm_->board(0) == nullptr || !BoardAllowed())
     return;
   std::vector<char*> areas;
   for (int m = 0; m < shm_->size(); ++m) areas.push_back(shm_->board(m));

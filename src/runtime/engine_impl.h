@@ -253,6 +253,8 @@ class EngineImpl {
   // agreed on the board instead of through rank 0 (see BoardStep); anything
   // the board cannot agree on in kBoardPatience goes the usual way.
 
+  // Whether this rank's knobs allow a board (every rank must agree).
+  bool BoardAllowed() const;
   // Sets up the board when the job can use one.
   void UseBoard();
   // Whether `r` may wait on the board.

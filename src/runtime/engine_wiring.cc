@@ -121,9 +121,12 @@ Status EngineImpl::JoinSharedMemory(TcpTransport* tcp,
     if (hosts[r] == hosts[job_.rank]) local.push_back(r);
   if (local.size() < 2) return Status::OK();
   loop_spin_ = AdaptiveSpin(config.spin_us);
-  // Only the group of every rank on the host carries the ready board.
+  // Only the group of every rank on the host carries the ready board, and
+  // only when the knobs allow one; a rank whose knobs say otherwise makes
+  // the segments' headers disagree, and the ranks fall back to TCP
+  // together instead of waiting on a board that one of them never reads.
   ShmConfig with_board = config;
-  with_board.board_bytes = ReadyBoard::AreaBytes();
+  if (BoardAllowed()) with_board.board_bytes = ReadyBoard::AreaBytes();
   return create(local, with_board, &shm_);
 }
 

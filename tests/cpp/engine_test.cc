@@ -24,17 +24,18 @@ namespace {
 // Starts `n` engines in this process, one thread each, joined over loopback
 // TCP (and shared memory), and runs `body` on each. A rank reports trouble
 // by appending to *fail; returns each rank's report ("" when all went well).
+// `knobs_of(r)`: rank r's knobs.
 std::vector<std::string> RunRanks(
     int n, const std::function<void(Engine* e, int r, std::string* fail)>& body,
-    const Knobs& knobs = Knobs()) {
+    const std::function<Knobs(int)>& knobs_of) {
   const int port = FreePort();
   std::vector<std::string> failures(n);
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r) {
     ranks.emplace_back([&, r] {
       std::unique_ptr<Engine> e;
-      Status st =
-          Engine::Start(LoopbackJob(r, n, port, "test-secret"), knobs, &e);
+      Status st = Engine::Start(LoopbackJob(r, n, port, "test-secret"),
+                                knobs_of(r), &e);
       if (!st.ok()) {
         failures[r] = st.ToString();
         return;
@@ -44,6 +45,12 @@ std::vector<std::string> RunRanks(
   }
   for (auto& t : ranks) t.join();
   return failures;
+}
+
+std::vector<std::string> RunRanks(
+    int n, const std::function<void(Engine* e, int r, std::string* fail)>& body,
+    const Knobs& knobs = Knobs()) {
+  return RunRanks(n, body, [&knobs](int) { return knobs; });
 }
 
 void ExpectEveryRankOk(const std::vector<std::string>& failures) {
@@ -861,6 +868,36 @@ TEST(Engine, ReadyBoardLeavesMismatchesToRankZero) {
       *fail += "after;";
     if (!e->Shutdown().ok()) *fail += "end;";
   });
+  ExpectEveryRankOk(failures);
+}
+
+// A rank whose knobs rule out the ready board (autotuning, which only rank
+// 0 does, is on there alone) while the others' allow one: the shared-memory
+// segments disagree, every rank falls back to TCP alike, and cached steps still
+// complete everywhere.
+TEST(Engine, RanksThatDisagreeOnTheBoardFallBackTogether) {
+  const int n = 2;
+  const std::vector<std::string> failures = RunRanks(
+      n,
+      [&](Engine* e, int r, std::string* fail) {
+        for (int s = 0; s < 5; ++s) {
+          std::vector<float> v(3, float(r + 1));
+          CollectiveArgs args;
+          args.name = "disagree";
+          args.op = ReduceOp::kAverage;
+          Handle h;
+          if (!e->Allreduce({v.data(), DataType::kFloat32, {3}}, args, &h)
+                   .ok() ||
+              !h.Wait(30).ok() || v[0] != 1.5f)
+            *fail += "step " + std::to_string(s) + ";";
+        }
+        if (!e->Shutdown().ok()) *fail += "end;";
+      },
+      [](int r) {
+        Knobs k;
+        if (r == 1) k.autotune = true;
+        return k;
+      });
   ExpectEveryRankOk(failures);
 }
 
