@@ -40,14 +40,15 @@ bool EngineImpl::BoardEligible(const Request& r) const {
          r.group_size == 0 && r.device < 0 && r.reduce_op != ReduceOp::kAdasum;
 }
 
-void EngineImpl::SendUsually(Request r, RequestList* list) {
+bool EngineImpl::SendUsually(Request r, RequestList* list) {
   const int slot = job_.rank == 0 ? -1 : cache_.Find(r);
   if (slot >= 0) {
     list->cache_hits.push_back(static_cast<uint32_t>(slot));
     hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
-  } else {
-    list->requests.push_back(std::move(r));
+    return true;
   }
+  list->requests.push_back(std::move(r));
+  return false;
 }
 
 int EngineImpl::BoardDueMs(Clock::time_point now) const {

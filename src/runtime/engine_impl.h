@@ -259,9 +259,9 @@ class EngineImpl {
   void UseBoard();
   // Whether `r` may wait on the board.
   bool BoardEligible(const Request& r) const;
-  // A request on its usual way: a cache hit by slot when cached (workers),
-  // else the whole request.
-  void SendUsually(Request r, RequestList* list);
+  // A request on its usual way: a cache hit by slot when cached (workers;
+  // returns true), else the whole request.
+  bool SendUsually(Request r, RequestList* list);
   // Reads back our open round, if every rank has posted it, and executes
   // what it agreed on.
   Status BoardComplete();

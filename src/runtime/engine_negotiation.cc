@@ -37,10 +37,9 @@ RequestList EngineImpl::CollectRequests() {
       }
     }
     // Rank 0 finds no slots: it would send them to itself.
+    const bool hit = SendUsually(std::move(r), &list);
     if (job_.rank != 0)
-      (cache_.Find(r) >= 0 ? step_metrics_.cache_hits
-                           : step_metrics_.cache_misses) += 1;
-    SendUsually(std::move(r), &list);
+      (hit ? step_metrics_.cache_hits : step_metrics_.cache_misses) += 1;
   }
   if (shutdown_requested_.load() && !shutdown_sent_) {
     list.shutdown = true;
