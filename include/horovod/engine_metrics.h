@@ -18,8 +18,10 @@ struct EngineMetrics {
   uint64_t responses = 0;
   uint64_t tensors = 0;
   uint64_t bytes = 0;  // the tensors' sizes (inputs)
-  // Requests this rank sent to rank 0 as response-cache slots, and in full
-  // (rank 0 sends none: its requests go to its coordinator directly).
+  // Requests this rank named by response-cache slot (sent to rank 0, or
+  // posted on the ready board when every rank shares one host), and those
+  // it sent to rank 0 in full (rank 0 sends none: its requests go to its
+  // coordinator directly, though it posts on the board like the others).
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
 

@@ -145,8 +145,9 @@ class HorovodBasics:
         - ``cycles``, ``responses``, ``tensors``, ``bytes``: response lists
           executed, collectives run (fused tensors count once), tensors
           and their bytes;
-        - ``cache_hits``, ``cache_misses``: requests sent to rank 0 as
-          response-cache slots or in full;
+        - ``cache_hits``, ``cache_misses``: requests named by their
+          response-cache slot (to rank 0, or on the ready board every rank
+          of one host shares) or sent to rank 0 in full;
         - the background loop's seconds by phase, which add up to the time
           it ran: ``idle_s`` (nothing submitted), ``negotiate_s``
           (submitted work waiting for the other ranks and rank 0's answer),
