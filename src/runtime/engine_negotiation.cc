@@ -108,6 +108,8 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
     TickNegotiation(0, late);
     coordinator_->AddRequestList(0, late, Clock::now());
   }
+  // Posting last completes the round: finish it in this step.
+  HVD_RETURN_IF_ERROR(BoardComplete());
   return CheckLiveness(Clock::now());
 }
 
@@ -200,6 +202,9 @@ Status EngineImpl::WorkerStep(int max_wait_ms, bool* finished) {
     if (!st.ok()) return LostCoordinator(st);
     liveness_->Sent(Clock::now());
   }
+  // Posting last completes the round: finish it in this step (completing a
+  // round early never reorders it against a response list).
+  HVD_RETURN_IF_ERROR(BoardComplete());
   return frame.empty() ? CheckLiveness(now) : Status::OK();
 }
 
