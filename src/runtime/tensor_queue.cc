@@ -17,23 +17,27 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return entries.front().Failure(closed_);
-    std::vector<std::string> keys(entries.size());
-    for (size_t i = 0; i < entries.size(); ++i) {
-      keys[i] = entries[i].request.Key();
-      bool dup = in_flight_.count(keys[i]) > 0;
-      for (size_t j = 0; j < i && !dup; ++j) dup = keys[j] == keys[i];
-      if (dup)
+    // Files each entry as its key is checked; a duplicate (in flight, or
+    // earlier in this batch) takes back what this call filed.
+    added_.clear();
+    for (TensorEntry& e : entries) {
+      auto filed = in_flight_.try_emplace(e.request.Key());
+      if (!filed.second) {
+        for (auto it : added_) in_flight_.erase(it);
         return Status::InvalidArgument(
-            "Duplicate tensor name '" + entries[i].request.name + "' on rank " +
-            std::to_string(entries[i].request.rank) +
+            "Duplicate tensor name '" + e.request.name + "' on rank " +
+            std::to_string(e.request.rank) +
             ": an operation with this name is already in flight. Give each "
             "in-flight tensor a unique name.");
+      }
+      filed.first->second = std::move(e);
+      added_.push_back(filed.first);
     }
-    for (size_t i = 0; i < entries.size(); ++i) {
-      fresh_.push_back(entries[i].request);
-      const TensorView& t = entries[i].tensor;
-      fresh_operands_.push_back(t.input != nullptr ? t.input : t.data);
-      in_flight_.emplace(std::move(keys[i]), std::move(entries[i]));
+    for (auto it : added_) {
+      const TensorEntry& e = it->second;
+      fresh_.push_back(e.request);
+      fresh_operands_.push_back(e.tensor.input != nullptr ? e.tensor.input
+                                                          : e.tensor.data);
     }
   }
   Wake();
