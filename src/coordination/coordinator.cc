@@ -469,24 +469,14 @@ void Coordinator::Fuse(std::vector<Response>* responses) const {
   std::vector<Response> out;
   std::vector<int64_t> bytes;
   for (Response& r : *responses) {
-    int64_t nbytes = static_cast<int64_t>(DataTypeSize(r.dtype));
-    for (int64_t d : r.shapes[0]) nbytes *= d;
-    bool fusable = r.op == Op::kAllreduce && !r.error;
-    if (fusable) {
-      for (size_t i = 0; i < out.size(); ++i) {
-        Response& o = out[i];
-        if (Fusable(o, r) && bytes[i] + nbytes <= config_.fusion_threshold) {
-          AddTensor(&o, std::move(r), 0);
-          bytes[i] += nbytes;
-          fusable = false;
-          nbytes = -1;
-          break;
-        }
-      }
-    }
-    if (nbytes >= 0) {
+    const int64_t n = TensorBytes(r.dtype, r.shapes[0]);
+    const int t = FusionTarget(out, bytes, r, n, config_.fusion_threshold);
+    if (t >= 0) {
+      AddTensor(&out[t], std::move(r), 0);
+      bytes[t] += n;
+    } else {
       out.push_back(std::move(r));
-      bytes.push_back(nbytes);
+      bytes.push_back(n);
     }
   }
   *responses = std::move(out);

@@ -49,11 +49,25 @@ void AddTensor(Response* to, Response&& from, size_t i) {
   to->shapes.push_back(std::move(from.shapes[i]));
 }
 
-bool Fusable(const Response& into, const Response& r) {
-  return into.op == Op::kAllreduce && r.op == Op::kAllreduce && !into.error &&
-         !r.error && into.dtype == r.dtype && into.reduce_op == r.reduce_op &&
-         into.process_set == r.process_set && into.device == r.device &&
-         into.prescale == r.prescale && into.postscale == r.postscale;
+int64_t TensorBytes(DataType dtype, const std::vector<int64_t>& shape) {
+  int64_t n = static_cast<int64_t>(DataTypeSize(dtype));
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int FusionTarget(const std::vector<Response>& out,
+                 const std::vector<int64_t>& sizes, const Response& r,
+                 int64_t bytes, int64_t threshold) {
+  if (threshold <= 0 || r.op != Op::kAllreduce || r.error) return -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Response& o = out[i];
+    if (o.op == Op::kAllreduce && !o.error && o.dtype == r.dtype &&
+        o.reduce_op == r.reduce_op && o.process_set == r.process_set &&
+        o.device == r.device && o.prescale == r.prescale &&
+        o.postscale == r.postscale && sizes[i] + bytes <= threshold)
+      return static_cast<int>(i);
+  }
+  return -1;
 }
 
 Response ResponseFor(const Request& r) {

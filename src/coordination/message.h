@@ -135,10 +135,16 @@ TensorGroup GroupOf(const Response& r, size_t i);
 // form moves them out of `from`.
 void AddTensor(Response* to, const Response& from, size_t i);
 void AddTensor(Response* to, Response&& from, size_t i);
-// Whether allreduce `r` may be fused into `into`: both allreduces without
-// error, alike in everything but names and shapes (the byte budget is the
-// caller's).
-bool Fusable(const Response& into, const Response& r);
+// Bytes of a tensor of `dtype` and `shape`.
+int64_t TensorBytes(DataType dtype, const std::vector<int64_t>& shape);
+// The fusion rule (the coordinator's, and the ready board's): the response
+// in `out` that `r`, one tensor of `bytes`, joins, or -1 when it goes on its
+// own. Only allreduces without error that are alike in everything but
+// names and shapes fuse, up to `threshold` bytes in all (`sizes[i]`: what
+// out[i] holds already); none when `threshold` <= 0.
+int FusionTarget(const std::vector<Response>& out,
+                 const std::vector<int64_t>& sizes, const Response& r,
+                 int64_t bytes, int64_t threshold);
 
 struct ResponseList {
   bool shutdown = false;

@@ -54,9 +54,10 @@ bool EngineImpl::SendUsually(Request r, RequestList* list) {
 int EngineImpl::BoardDueMs(Clock::time_point now) const {
   if (board_ == nullptr) return 1000;
   if (board_->open()) return board_->Readable() ? 0 : 1000;
-  Clock::time_point due = Clock::time_point::max();
-  for (const BoardOffer& o : offers_)
-    due = std::min(due, o.since + kBoardPatience);
+  // offers_ keeps arrival order: the first has waited longest.
+  Clock::time_point due = offers_.empty()
+                              ? Clock::time_point::max()
+                              : offers_.front().since + kBoardPatience;
   if (board_->Behind())
     due = behind_since_ == Clock::time_point::max()
               ? now
@@ -146,19 +147,14 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       cache_.Refresh(slot, c, 0);
       continue;
     }
-    int64_t bytes = static_cast<int64_t>(DataTypeSize(c.dtype));
-    for (int64_t d : c.shapes[0]) bytes *= d;
-    bool fused = false;
-    for (size_t i = 0; i < board_responses_.size() && !fused; ++i) {
-      Response& o = board_responses_[i];
-      if (Fusable(o, c) && board_bytes_[i] + bytes <= result.fusion_threshold) {
-        AddTensor(&o, c, 0);
-        o.slots.push_back(slot);
-        board_bytes_[i] += bytes;
-        fused = true;
-      }
-    }
-    if (!fused) {
+    const int64_t bytes = TensorBytes(c.dtype, c.shapes[0]);
+    const int t = FusionTarget(board_responses_, board_bytes_, c, bytes,
+                               result.fusion_threshold);
+    if (t >= 0) {
+      AddTensor(&board_responses_[t], c, 0);
+      board_responses_[t].slots.push_back(slot);
+      board_bytes_[t] += bytes;
+    } else {
       board_responses_.push_back(c);
       board_responses_.back().slots.assign(1, slot);
       board_bytes_.push_back(bytes);

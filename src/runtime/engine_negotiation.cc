@@ -26,8 +26,7 @@ RequestList EngineImpl::CollectRequests() {
       const int slot = cache_.Find(r);
       if (slot >= 0) {
         step_metrics_.cache_hits += 1;
-        size_t bytes = DataTypeSize(r.dtype);
-        for (int64_t d : r.shape) bytes *= static_cast<size_t>(d);
+        const int64_t bytes = TensorBytes(r.dtype, r.shape);
         const uint32_t carry =
             bytes <= kBoardCarryBytes ? static_cast<uint32_t>(bytes) : 0;
         offers_.push_back({std::move(r), static_cast<uint32_t>(slot), epoch_,
@@ -147,11 +146,7 @@ void EngineImpl::Tune(const ResponseList& list) {
   int64_t bytes = 0;
   for (const Response& r : list.responses) {
     if (r.error || !MovesData(r.op)) continue;
-    for (const auto& shape : r.shapes) {
-      int64_t n = static_cast<int64_t>(DataTypeSize(r.dtype));
-      for (int64_t d : shape) n *= d;
-      bytes += n;
-    }
+    for (const auto& shape : r.shapes) bytes += TensorBytes(r.dtype, shape);
   }
   if (!tuner_->Record(bytes, Clock::now())) return;
   const TunedParams& p = tuner_->params();

@@ -207,20 +207,11 @@ class Collectives:
         (`keep`: what must stay alive until synchronize), with no splits:
         the per-call path of the common collectives. `op` is an OpType's
         value (reading an enum member's value costs more than the rest)."""
-        ps = process_set.process_set_id \
-            if type(process_set) is ProcessSet else None
-        if ps is None:
-            ps = self.process_set_id(process_set)
-        full_name = "%s.%s" % (prefix, name) if name else \
-            op_name(prefix, name, self.unnamed_number(ps))
-        try:
-            core = self._basics.engine.enqueue_one(
-                op, capsule, full_name, reduce_op, prescale, postscale, root,
-                ps)
-        except ValueError as e:
-            raise HorovodInvalidArgumentError(str(e)) from None
-        except RuntimeError as e:
-            raise HorovodInternalError(str(e)) from None
+        ps = self.process_set_id(process_set)
+        full_name = op_name(prefix, name,
+                            0 if name else self.unnamed_number(ps))
+        core = engine_call(self._basics.engine.enqueue_one, op, capsule,
+                           full_name, reduce_op, prescale, postscale, root, ps)
         return self.handles.add((core,), finish, keep)
 
     def poll(self, handle):
