@@ -10,6 +10,10 @@
 // units start before any is waited for, so a step's gradients form one
 // unit of work: one blocking kernel per gradient would deadlock ranks whose
 // executors (a small inter-op pool) schedule them in different orders.
+// HorovodEagerCollective runs the same, its units given not as attributes
+// but as the number of a plan registered once through horovod_tf_plan:
+// eagerly, TensorFlow's dispatch converts and hashes every attribute on
+// every call.
 // Allreduce and broadcast outputs reuse their input's buffer when TensorFlow
 // allows it; else allreduce reads the input and writes a fresh output (out
 // of place, no copy) and broadcast works on a copy. Engine-allocated
@@ -28,6 +32,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -123,6 +128,78 @@ struct Unit {
   std::string name;
 };
 
+// What one call of an op runs: its units, over consecutive inputs, and the
+// arguments they share (the reduction's belong to the reducing units only).
+struct Plan {
+  std::vector<Unit> units;
+  int num_tensors = 0;
+  int reduce_op = kSum;
+  int root = 0;
+  int process_set = 0;
+  float prescale = 1.0f;
+  float postscale = 1.0f;
+
+  // Lays out units of `kinds[u]` over `sizes[u]` inputs named `names[u]`;
+  // false (and `error`) unless the lists make sense.
+  bool SetUnits(const int64_t* kinds, const int64_t* sizes,
+                const std::string* names, size_t n, std::string* error) {
+    if (n == 0) {
+      *error =
+          "HorovodCollective: kinds, sizes and names must be non-empty "
+          "lists of one length";
+      return false;
+    }
+    int first = 0;
+    for (size_t u = 0; u < n; ++u) {
+      if (sizes[u] < 1 || sizes[u] > (1 << 20) ||
+          (kinds[u] == kAlltoall && sizes[u] != 1)) {
+        *error = "HorovodCollective: bad unit size " + std::to_string(sizes[u]);
+        return false;
+      }
+      units.push_back({static_cast<int>(kinds[u]), first,
+                       static_cast<int>(sizes[u]), names[u]});
+      first += static_cast<int>(sizes[u]);
+    }
+    num_tensors = first;
+    return true;
+  }
+};
+
+// Plans that eager calls name by number, so that TensorFlow's eager
+// dispatch handles one type attribute per call instead of the plan's eight
+// (a large share of a small collective's time). horovod.tensorflow
+// registers each distinct plan once. Plans are never removed, so a plan's
+// address stays valid; the table holds at most kMaxPlans.
+//
+// Thread-safe.
+class PlanTable {
+ public:
+  static constexpr size_t kMaxPlans = 1 << 20;
+
+  // The plan's number, or -1 when the table is full.
+  int64_t Add(std::unique_ptr<Plan> plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (plans_.size() >= kMaxPlans) return -1;
+    plans_.push_back(std::move(plan));
+    return static_cast<int64_t>(plans_.size() - 1);
+  }
+
+  const Plan* Find(int64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (id < 0 || static_cast<uint64_t>(id) >= plans_.size()) return nullptr;
+    return plans_[static_cast<size_t>(id)].get();
+  }
+
+  static PlanTable& Process() {
+    static PlanTable table;
+    return table;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Plan>> plans_;
+};
+
 // One input: its tensor, shape and the view the engine gets.
 struct Operand {
   TensorPtr tensor;
@@ -131,6 +208,199 @@ struct Operand {
   HvdTensor view{};
 };
 
+// Runs a plan over a kernel call's inputs: the plan's tensors, then (for
+// alltoall) the splits, then an int64 tensor that ends with one name
+// number per unit.
+class PlanRunner {
+ public:
+  PlanRunner(TF_OpKernelContext* ctx, const Plan& plan)
+      : ctx_(ctx), plan_(plan) {}
+
+  // `numbers`: the units' name numbers, read from the last input by the
+  // caller.
+  void Run(const int64_t* numbers) {
+    const bool alltoall = plan_.units[0].kind == kAlltoall;
+    std::vector<Operand> operands(plan_.num_tensors);
+    for (const Unit& u : plan_.units)
+      for (int i = u.first; i < u.first + u.count; ++i)
+        if (!Prepare(i, u.kind, &operands[i])) return;
+    TensorPtr splits;
+    if (alltoall) {
+      splits = Input(ctx_, plan_.num_tensors);
+      if (!splits) return;
+    }
+
+    std::vector<HvdOp*> ops;
+    const HvdFrameworkApi* api = nullptr;
+    {
+      EngineBinding::Lease lease(EngineBinding::Process());
+      if (!lease) {
+        Fail(ctx_, kTfFailedPrecondition,
+             "Horovod has not been initialized; use hvd.init().");
+        return;
+      }
+      api = &lease.api();
+      std::vector<HvdTensor> views;
+      for (size_t k = 0; k < plan_.units.size(); ++k) {
+        const Unit& u = plan_.units[k];
+        const std::string name =
+            numbers[k] >= 0 ? u.name + std::to_string(numbers[k]) : u.name;
+        const bool reduces = u.kind == kAllreduce || u.kind == kReducescatter;
+        HvdOpArgs args{};
+        args.op_type = u.kind;
+        args.name = name.c_str();
+        args.reduce_op = reduces ? plan_.reduce_op : kSum;
+        args.prescale = reduces ? plan_.prescale : 1.0;
+        args.postscale = reduces ? plan_.postscale : 1.0;
+        args.root = plan_.root;
+        args.process_set = plan_.process_set;
+        if (alltoall) {
+          args.splits =
+              static_cast<const int64_t*>(TF_TensorData(splits.get()));
+          args.num_splits = static_cast<int>(TF_TensorByteSize(splits.get()) /
+                                             sizeof(int64_t));
+        }
+        views.clear();
+        for (int i = u.first; i < u.first + u.count; ++i)
+          views.push_back(operands[i].view);
+        ops.push_back(api->start(lease.engine(), &args, views.data(), u.count));
+      }
+    }
+    // Every operation is waited for before any input may be released.
+    const HvdOp* failed = nullptr;
+    int code = 0;
+    for (HvdOp* op : ops) {
+      const int c = api->wait(op);
+      if (c != 0 && failed == nullptr) {
+        failed = op;
+        code = c;
+      }
+    }
+    if (failed != nullptr) {
+      // TF_Code uses the canonical numbering.
+      Fail(ctx_, kernels::CanonicalCode(code, api->rejected(failed) != 0),
+           api->message(failed));
+    } else {
+      SetOutputs(*api, ops, operands);
+    }
+    for (HvdOp* op : ops) api->release(op);
+    EngineBinding::Lease lease(EngineBinding::Process());
+    if (lease) lease.api().leave_census(lease.engine());
+  }
+
+  static TensorPtr Input(TF_OpKernelContext* ctx, int i) {
+    TfStatus st;
+    TF_Tensor* t = nullptr;
+    TF_GetInput(ctx, i, &t, st.s);
+    if (!st.ok()) {
+      TF_OpKernelContext_Failure(ctx, st.s);
+      return nullptr;
+    }
+    return TensorPtr(t);
+  }
+
+ private:
+  static bool InPlace(int kind) {
+    return kind == kAllreduce || kind == kBroadcast;
+  }
+
+  // Reads input i; for in-place kinds, also makes output i (the input's own
+  // buffer when TensorFlow can forward it, else a fresh one that allreduce
+  // writes out of place and broadcast works on as a copy) and points the
+  // view at the output.
+  bool Prepare(int i, int kind, Operand* op) {
+    op->tensor = Input(ctx_, i);
+    if (!op->tensor) return false;
+    TF_Tensor* in = op->tensor.get();
+    op->tf_dtype = TF_TensorType(in);
+    const int dtype = EngineDataType(op->tf_dtype);
+    if (dtype < 0) {
+      Fail(ctx_, kTfInvalidArgument,
+           "horovod: unsupported tensor dtype " +
+               std::to_string(TF_TensorType(in)));
+      return false;
+    }
+    const int nd = TF_NumDims(in);
+    op->shape.resize(nd);
+    for (int d = 0; d < nd; ++d) op->shape[d] = TF_Dim(in, d);
+    op->view.dtype = dtype;
+    op->view.ndim = nd;
+    op->view.shape = op->shape.data();
+    op->view.data = TF_TensorData(in);
+    if (!InPlace(kind)) return true;
+    TfStatus st;
+    int forwarded = -1;
+    TensorPtr out(TF_ForwardInputOrAllocateOutput(
+        ctx_, &i, 1, i, op->shape.data(), nd, &forwarded, st.s));
+    if (!st.ok()) {
+      TF_OpKernelContext_Failure(ctx_, st.s);
+      return false;
+    }
+    op->view.data = TF_TensorData(out.get());
+    if (forwarded >= 0 || TF_TensorByteSize(in) == 0) return true;
+    if (kind == kAllreduce)
+      op->view.input = TF_TensorData(in);
+    else
+      std::memcpy(op->view.data, TF_TensorData(in), TF_TensorByteSize(in));
+    return true;
+  }
+
+  // Engine-allocated results become outputs without a copy; alltoall also
+  // outputs the rows received from each member.
+  void SetOutputs(const HvdFrameworkApi& api, const std::vector<HvdOp*>& ops,
+                  const std::vector<Operand>& operands) {
+    TfStatus st;
+    for (size_t u = 0; u < plan_.units.size() && st.ok(); ++u) {
+      const Unit& unit = plan_.units[u];
+      if (InPlace(unit.kind)) continue;
+      for (int j = 0; j < unit.count && st.ok(); ++j) {
+        HvdOutput out{};
+        if (api.output(ops[u], j, &out) != 0) {
+          TF_SetStatus(st.s, kTfInternal, "horovod: operation has no output");
+          break;
+        }
+        const int i = unit.first + j;
+        TensorPtr t(TF_NewTensor(operands[i].tf_dtype, out.shape, out.ndim,
+                                 out.data, out.bytes, ReleaseOutput,
+                                 new OutputOwner{&api, out.owner}));
+        TF_SetOutput(ctx_, i, t.get(), st.s);
+      }
+      if (unit.kind == kAlltoall && st.ok()) {
+        const int64_t* received = nullptr;
+        const int count = api.received_splits(ops[u], &received);
+        const int64_t dims[1] = {count};
+        TensorPtr t(TF_AllocateOutput(ctx_, plan_.num_tensors, kTfInt32, dims,
+                                      1, count * sizeof(int32_t), st.s));
+        if (st.ok()) {
+          auto* dst = static_cast<int32_t*>(TF_TensorData(t.get()));
+          for (int k = 0; k < count; ++k)
+            dst[k] = static_cast<int32_t>(received[k]);
+        }
+      }
+    }
+    if (!st.ok()) TF_OpKernelContext_Failure(ctx_, st.s);
+  }
+
+  TF_OpKernelContext* ctx_;
+  const Plan& plan_;
+};
+
+// The int64 tensor of input `i`, of `expected` elements, or null (the
+// kernel failed, naming `what`).
+TensorPtr Int64Input(TF_OpKernelContext* ctx, int i, size_t expected,
+                     const char* what) {
+  TensorPtr t = PlanRunner::Input(ctx, i);
+  if (t && TF_TensorByteSize(t.get()) != expected * sizeof(int64_t)) {
+    Fail(ctx, kTfInvalidArgument,
+         std::string("HorovodCollective: ") + what + ": expected " +
+             std::to_string(expected) + " int64 values");
+    return nullptr;
+  }
+  return t;
+}
+
+// HorovodCollective and HorovodAlltoall: the plan in the op's attributes,
+// read once when TensorFlow constructs the kernel.
 class CollectiveKernel {
  public:
   static void* Create(TF_OpKernelConstruction* ctx) {
@@ -157,33 +427,25 @@ class CollectiveKernel {
     std::vector<std::string> names = StringList(ctx, "names", st);
     int64_t v = 0;
     TF_OpKernelConstruction_GetAttrInt64(ctx, "reduce_op", &v, st);
-    reduce_op_ = static_cast<int>(v);
+    plan_.reduce_op = static_cast<int>(v);
     TF_OpKernelConstruction_GetAttrInt64(ctx, "root", &v, st);
-    root_ = static_cast<int>(v);
+    plan_.root = static_cast<int>(v);
     TF_OpKernelConstruction_GetAttrInt64(ctx, "process_set", &v, st);
-    process_set_ = static_cast<int>(v);
-    TF_OpKernelConstruction_GetAttrFloat(ctx, "prescale", &prescale_, st);
-    TF_OpKernelConstruction_GetAttrFloat(ctx, "postscale", &postscale_, st);
+    plan_.process_set = static_cast<int>(v);
+    TF_OpKernelConstruction_GetAttrFloat(ctx, "prescale", &plan_.prescale, st);
+    TF_OpKernelConstruction_GetAttrFloat(ctx, "postscale", &plan_.postscale,
+                                         st);
     if (TF_GetCode(st) != kTfOk) return false;
+    std::string error;
     if (kinds.size() != sizes.size() || kinds.size() != names.size() ||
-        kinds.empty()) {
+        !plan_.SetUnits(kinds.data(), sizes.data(), names.data(), kinds.size(),
+                        &error)) {
       TF_SetStatus(st, kTfInvalidArgument,
-                   "HorovodCollective: kinds, sizes and names must be "
-                   "non-empty lists of one length");
+                   error.empty() ? "HorovodCollective: kinds, sizes and names "
+                                   "must be lists of one length"
+                                 : error.c_str());
       return false;
     }
-    int first = 0;
-    for (size_t u = 0; u < kinds.size(); ++u) {
-      if (sizes[u] < 1 || (kinds[u] == kAlltoall && sizes[u] != 1)) {
-        TF_SetStatus(st, kTfInvalidArgument,
-                     "HorovodCollective: bad unit size");
-        return false;
-      }
-      units_.push_back({static_cast<int>(kinds[u]), first,
-                        static_cast<int>(sizes[u]), names[u]});
-      first += static_cast<int>(sizes[u]);
-    }
-    num_tensors_ = first;
     return true;
   }
 
@@ -214,188 +476,53 @@ class CollectiveKernel {
     return out;
   }
 
-  static bool InPlace(int kind) {
-    return kind == kAllreduce || kind == kBroadcast;
-  }
-
-  // Reads input i; for in-place kinds, also makes output i (the input's own
-  // buffer when TensorFlow can forward it, else a fresh one that allreduce
-  // writes out of place and broadcast works on as a copy) and points the
-  // view at the output.
-  bool Prepare(TF_OpKernelContext* ctx, int i, int kind, Operand* op) {
-    op->tensor = Input(ctx, i);
-    if (!op->tensor) return false;
-    TF_Tensor* in = op->tensor.get();
-    op->tf_dtype = TF_TensorType(in);
-    const int dtype = EngineDataType(op->tf_dtype);
-    if (dtype < 0) {
-      Fail(ctx, kTfInvalidArgument,
-           "horovod: unsupported tensor dtype " +
-               std::to_string(TF_TensorType(in)));
-      return false;
-    }
-    const int nd = TF_NumDims(in);
-    op->shape.resize(nd);
-    for (int d = 0; d < nd; ++d) op->shape[d] = TF_Dim(in, d);
-    op->view.dtype = dtype;
-    op->view.ndim = nd;
-    op->view.shape = op->shape.data();
-    op->view.data = TF_TensorData(in);
-    if (!InPlace(kind)) return true;
-    TfStatus st;
-    int forwarded = -1;
-    TensorPtr out(TF_ForwardInputOrAllocateOutput(
-        ctx, &i, 1, i, op->shape.data(), nd, &forwarded, st.s));
-    if (!st.ok()) {
-      TF_OpKernelContext_Failure(ctx, st.s);
-      return false;
-    }
-    op->view.data = TF_TensorData(out.get());
-    if (forwarded >= 0 || TF_TensorByteSize(in) == 0) return true;
-    if (kind == kAllreduce)
-      op->view.input = TF_TensorData(in);
-    else
-      std::memcpy(op->view.data, TF_TensorData(in), TF_TensorByteSize(in));
-    return true;
-  }
-
   void Run(TF_OpKernelContext* ctx) {
     const int num_inputs = TF_NumInputs(ctx);
-    const bool alltoall = units_[0].kind == kAlltoall;
+    const bool alltoall = plan_.units[0].kind == kAlltoall;
     // Trailing inputs: alltoall's splits, then the name numbers.
-    const int extra = alltoall ? 2 : 1;
-    if (num_inputs != num_tensors_ + extra) {
+    if (num_inputs != plan_.num_tensors + (alltoall ? 2 : 1)) {
       Fail(ctx, kTfInvalidArgument, "HorovodCollective: wrong input count");
       return;
     }
-    std::vector<Operand> operands(num_tensors_);
-    for (const Unit& u : units_)
-      for (int i = u.first; i < u.first + u.count; ++i)
-        if (!Prepare(ctx, i, u.kind, &operands[i])) return;
-    TensorPtr splits = Input(ctx, num_tensors_);
-    TensorPtr numbers = Input(ctx, num_inputs - 1);
-    if (!numbers || (alltoall && !splits)) return;
-    if (TF_TensorByteSize(numbers.get()) != units_.size() * sizeof(int64_t)) {
+    TensorPtr numbers = Int64Input(ctx, num_inputs - 1, plan_.units.size(),
+                                   "one name number per unit");
+    if (!numbers) return;
+    PlanRunner(ctx, plan_)
+        .Run(static_cast<const int64_t*>(TF_TensorData(numbers.get())));
+  }
+
+  Plan plan_;
+};
+
+// HorovodEagerCollective: the plan named by the first value of its last
+// input (a registered plan's number), followed by the units' name numbers.
+// It has no attributes but its inputs' types.
+class EagerKernel {
+ public:
+  static void* Create(TF_OpKernelConstruction*) { return new EagerKernel(); }
+  static void Compute(void*, TF_OpKernelContext* ctx) {
+    const int num_inputs = TF_NumInputs(ctx);
+    TensorPtr spec = PlanRunner::Input(ctx, num_inputs - 1);
+    if (!spec) return;
+    const size_t values = TF_TensorByteSize(spec.get()) / sizeof(int64_t);
+    const auto* v = static_cast<const int64_t*>(TF_TensorData(spec.get()));
+    const Plan* plan = values > 0 ? PlanTable::Process().Find(v[0]) : nullptr;
+    if (plan == nullptr) {
       Fail(ctx, kTfInvalidArgument,
-           "HorovodCollective: one name number per unit expected");
+           "HorovodEagerCollective: unknown plan " +
+               (values > 0 ? std::to_string(v[0]) : std::string("(none)")));
       return;
     }
-    const auto* number =
-        static_cast<const int64_t*>(TF_TensorData(numbers.get()));
-
-    std::vector<HvdOp*> ops;
-    const HvdFrameworkApi* api = nullptr;
-    {
-      EngineBinding::Lease lease(EngineBinding::Process());
-      if (!lease) {
-        Fail(ctx, kTfFailedPrecondition,
-             "Horovod has not been initialized; use hvd.init().");
-        return;
-      }
-      api = &lease.api();
-      for (size_t k = 0; k < units_.size(); ++k) {
-        const Unit& u = units_[k];
-        const std::string name =
-            number[k] >= 0 ? u.name + std::to_string(number[k]) : u.name;
-        // The reduction attributes belong to the reducing units only.
-        const bool reduces = u.kind == kAllreduce || u.kind == kReducescatter;
-        HvdOpArgs args{};
-        args.op_type = u.kind;
-        args.name = name.c_str();
-        args.reduce_op = reduces ? reduce_op_ : kSum;
-        args.prescale = reduces ? prescale_ : 1.0;
-        args.postscale = reduces ? postscale_ : 1.0;
-        args.root = root_;
-        args.process_set = process_set_;
-        if (alltoall) {
-          args.splits =
-              static_cast<const int64_t*>(TF_TensorData(splits.get()));
-          args.num_splits = static_cast<int>(TF_TensorByteSize(splits.get()) /
-                                             sizeof(int64_t));
-        }
-        std::vector<HvdTensor> views;
-        for (int i = u.first; i < u.first + u.count; ++i)
-          views.push_back(operands[i].view);
-        ops.push_back(api->start(lease.engine(), &args, views.data(), u.count));
-      }
+    if (values != plan->units.size() + 1 ||
+        num_inputs != plan->num_tensors + 1 ||
+        plan->units[0].kind == kAlltoall) {
+      Fail(ctx, kTfInvalidArgument,
+           "HorovodEagerCollective: inputs do not match the plan");
+      return;
     }
-    // Every operation is waited for before any input may be released.
-    const HvdOp* failed = nullptr;
-    int code = 0;
-    for (HvdOp* op : ops) {
-      const int c = api->wait(op);
-      if (c != 0 && failed == nullptr) {
-        failed = op;
-        code = c;
-      }
-    }
-    if (failed != nullptr) {
-      // TF_Code uses the canonical numbering.
-      Fail(ctx, kernels::CanonicalCode(code, api->rejected(failed) != 0),
-           api->message(failed));
-    } else {
-      SetOutputs(ctx, *api, ops, operands);
-    }
-    for (HvdOp* op : ops) api->release(op);
-    EngineBinding::Lease lease(EngineBinding::Process());
-    if (lease) lease.api().leave_census(lease.engine());
+    PlanRunner(ctx, *plan).Run(v + 1);
   }
-
-  static TensorPtr Input(TF_OpKernelContext* ctx, int i) {
-    TfStatus st;
-    TF_Tensor* t = nullptr;
-    TF_GetInput(ctx, i, &t, st.s);
-    if (!st.ok()) {
-      TF_OpKernelContext_Failure(ctx, st.s);
-      return nullptr;
-    }
-    return TensorPtr(t);
-  }
-
-  // Engine-allocated results become outputs without a copy; alltoall also
-  // outputs the rows received from each member.
-  void SetOutputs(TF_OpKernelContext* ctx, const HvdFrameworkApi& api,
-                  const std::vector<HvdOp*>& ops,
-                  const std::vector<Operand>& operands) {
-    TfStatus st;
-    for (size_t u = 0; u < units_.size() && st.ok(); ++u) {
-      const Unit& unit = units_[u];
-      if (InPlace(unit.kind)) continue;
-      for (int j = 0; j < unit.count && st.ok(); ++j) {
-        HvdOutput out{};
-        if (api.output(ops[u], j, &out) != 0) {
-          TF_SetStatus(st.s, kTfInternal, "horovod: operation has no output");
-          break;
-        }
-        const int i = unit.first + j;
-        TensorPtr t(TF_NewTensor(operands[i].tf_dtype, out.shape, out.ndim,
-                                 out.data, out.bytes, ReleaseOutput,
-                                 new OutputOwner{&api, out.owner}));
-        TF_SetOutput(ctx, i, t.get(), st.s);
-      }
-      if (unit.kind == kAlltoall && st.ok()) {
-        const int64_t* received = nullptr;
-        const int count = api.received_splits(ops[u], &received);
-        const int64_t dims[1] = {count};
-        TensorPtr t(TF_AllocateOutput(ctx, num_tensors_, kTfInt32, dims, 1,
-                                      count * sizeof(int32_t), st.s));
-        if (st.ok()) {
-          auto* dst = static_cast<int32_t*>(TF_TensorData(t.get()));
-          for (int k = 0; k < count; ++k)
-            dst[k] = static_cast<int32_t>(received[k]);
-        }
-      }
-    }
-    if (!st.ok()) TF_OpKernelContext_Failure(ctx, st.s);
-  }
-
-  std::vector<Unit> units_;
-  int num_tensors_ = 0;
-  int reduce_op_ = 0;
-  int root_ = 0;
-  int process_set_ = 0;
-  float prescale_ = 1.0f;
-  float postscale_ = 1.0f;
+  static void Delete(void* kernel) { delete static_cast<EagerKernel*>(kernel); }
 };
 
 void Register(TF_OpDefinitionBuilder* b, const char* const* attrs) {
@@ -413,7 +540,7 @@ const char* const kAttrs[] = {
     "root: int = 0",      "process_set: int = 0",  nullptr};
 
 bool RegisterOps() {
-  TfStatus op_status, alltoall_status, kernel_status;
+  TfStatus op_status, alltoall_status, eager_status, kernel_status;
   TF_OpDefinitionBuilder* b = TF_NewOpDefinitionBuilder("HorovodCollective");
   TF_OpDefinitionBuilderAddInput(b, "tensors: T");
   TF_OpDefinitionBuilderAddInput(b, "numbers: int64");
@@ -432,6 +559,14 @@ bool RegisterOps() {
   Register(b, kAttrs);
   TF_RegisterOpDefinition(b, alltoall_status.s);
 
+  b = TF_NewOpDefinitionBuilder("HorovodEagerCollective");
+  TF_OpDefinitionBuilderAddInput(b, "tensors: T");
+  TF_OpDefinitionBuilderAddInput(b, "plan: int64");
+  TF_OpDefinitionBuilderAddOutput(b, "outputs: T");
+  TF_OpDefinitionBuilderAddAttr(b, "T: list(" HVD_TF_TYPES ") >= 1");
+  TF_OpDefinitionBuilderSetIsStateful(b, true);
+  TF_RegisterOpDefinition(b, eager_status.s);
+
   for (const char* op : {"HorovodCollective", "HorovodAlltoall"}) {
     if (!kernel_status.ok()) break;
     TF_RegisterKernelBuilder(
@@ -441,7 +576,15 @@ bool RegisterOps() {
                             CollectiveKernel::Delete),
         kernel_status.s);
   }
-  for (const TfStatus* st : {&op_status, &alltoall_status, &kernel_status}) {
+  if (kernel_status.ok())
+    TF_RegisterKernelBuilder(
+        "HorovodEagerCollective",
+        TF_NewKernelBuilder("HorovodEagerCollective", "CPU",
+                            EagerKernel::Create, EagerKernel::Compute,
+                            EagerKernel::Delete),
+        kernel_status.s);
+  for (const TfStatus* st :
+       {&op_status, &alltoall_status, &eager_status, &kernel_status}) {
     if (st->ok()) continue;
     std::fprintf(stderr, "horovod: registering TensorFlow ops failed: %s\n",
                  TF_Message(st->s));
@@ -462,4 +605,31 @@ const bool registered = RegisterOps();
 extern "C" __attribute__((visibility("default"))) int horovod_tf_bind(
     const HvdFrameworkApi* api, void* engine) {
   return horovod::kernels::EngineBinding::Process().Bind(api, engine) ? 0 : 1;
+}
+
+// Registers a plan for HorovodEagerCollective (through ctypes): `n` units of
+// kinds[u] over sizes[u] inputs named names[u]. Returns the plan's number,
+// or -1 with a message in `error`.
+extern "C" __attribute__((visibility("default"))) int64_t horovod_tf_plan(
+    const int64_t* kinds, const int64_t* sizes, const char* const* names, int n,
+    int reduce_op, double prescale, double postscale, int root, int process_set,
+    char* error, size_t error_size) {
+  auto plan = std::make_unique<horovod::tensorflow::Plan>();
+  plan->reduce_op = reduce_op;
+  plan->prescale = static_cast<float>(prescale);
+  plan->postscale = static_cast<float>(postscale);
+  plan->root = root;
+  plan->process_set = process_set;
+  std::vector<std::string> unit_names;
+  for (int u = 0; u < n; ++u) unit_names.emplace_back(names[u]);
+  std::string message;
+  int64_t id = -1;
+  if (plan->SetUnits(kinds, sizes, unit_names.data(),
+                     n > 0 ? static_cast<size_t>(n) : 0, &message)) {
+    id = horovod::tensorflow::PlanTable::Process().Add(std::move(plan));
+    if (id < 0) message = "horovod: too many distinct TensorFlow plans";
+  }
+  if (id < 0 && error_size > 0)
+    std::snprintf(error, error_size, "%s", message.c_str());
+  return id;
 }

@@ -131,6 +131,9 @@ def _differentiable(forward, backward, tensors):
 _SUPPORTED = frozenset([tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64,
                         tf.float16, tf.bfloat16, tf.float32, tf.float64,
                         tf.bool])
+# The same as TensorFlow's DataType enum values: an eager tensor reports
+# its enum faster than its DType.
+_SUPPORTED_ENUMS = frozenset(t.as_datatype_enum for t in _SUPPORTED)
 
 
 def _prepare(tensors, process_set):
@@ -283,7 +286,8 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     default). A tf.IndexedSlices is allgathered instead. Differentiable."""
     op = resolve_op(average, op)
     if (compression is None and type(tensor) is _EagerTensor
-            and tf.executing_eagerly() and tensor.dtype in _SUPPORTED
+            and tf.executing_eagerly()
+            and tensor._datatype_enum() in _SUPPORTED_ENUMS
             and not record.could_possibly_record()):
         # Eagerly with nothing to differentiate or compress: straight to the
         # op. A small allreduce's time is mostly per-call Python.

@@ -13,6 +13,13 @@ negotiated as `<prefix>.<name>`, or, eagerly and unnamed, as
 `<prefix>.noname.<number>` with the number taken per process set at call
 time, so the numbering matches the other adapters'.
 
+Eagerly, calls go to HorovodEagerCollective instead, which takes the same
+units as the number of a plan registered once with the library (its only
+attribute is its inputs' types), called through TensorFlow's eager fast
+path: converting and hashing the eight attributes on every call, and the
+generated wrapper's dispatch layers, cost more than the collective itself
+when tensors are small.
+
 Thread-safety: the functions may be called from any thread.
 """
 
@@ -32,6 +39,20 @@ _lib = tf.load_op_library(_PATH)
 _bind = ctypes.CDLL(_PATH).horovod_tf_bind
 _bind.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 _bind.restype = ctypes.c_int
+
+_plan = ctypes.CDLL(_PATH).horovod_tf_plan
+_plan.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
+                  ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int,
+                  ctypes.c_double, ctypes.c_double, ctypes.c_int, ctypes.c_int,
+                  ctypes.c_char_p, ctypes.c_size_t]
+_plan.restype = ctypes.c_int64
+
+try:
+    from tensorflow.python import pywrap_tfe as _pywrap_tfe
+    from tensorflow.python.eager import context as _context
+    from tensorflow.python.eager import core as _core
+except ImportError:  # TensorFlow's private modules moved: the public wrapper
+    _pywrap_tfe = None
 
 _collectives = _ops.process_collectives()
 
@@ -58,7 +79,8 @@ def _on_engine(engine):
 _collectives.basics.add_engine_listener(_on_engine)
 
 
-# Eagerly, the attributes of named units, computed once per distinct units.
+# The attributes of named eager alltoall units, computed once per distinct
+# units.
 _named = {}
 
 
@@ -100,6 +122,52 @@ def allreduce_units(name):
     return units
 
 
+# Eagerly: (units, process set, reduction, scales, root) -> (plan number,
+# the plan input when every unit is named, else None).
+_plans = {}
+
+
+def _eager_plan(units, process_set_id, reduce_op, prescale, postscale, root):
+    """The plan input of HorovodEagerCollective for these arguments: the
+    plan's number, then each unit's name number (-1 when named)."""
+    key = (units, process_set_id, reduce_op, prescale, postscale, root)
+    entry = _plans.get(key)
+    if entry is None:
+        n = len(units)
+        names = [(_ops.op_name(u.prefix, u.name, 0) if u.name
+                  else u.prefix + ".noname.").encode() for u in units]
+        error = ctypes.create_string_buffer(256)
+        number = _plan((ctypes.c_int64 * n)(*[u.kind for u in units]),
+                       (ctypes.c_int64 * n)(*[u.count for u in units]),
+                       (ctypes.c_char_p * n)(*names), n, int(reduce_op),
+                       float(prescale), float(postscale), int(root),
+                       int(process_set_id), error, len(error))
+        if number < 0:
+            raise HorovodInternalError(error.value.decode())
+        named = all(u.name for u in units)
+        entry = _plans[key] = (number, tf.constant(
+            [number] + [-1] * n, dtype=tf.int64) if named else None)
+    number, plan = entry
+    if plan is not None:
+        return plan
+    return tf.constant([number] + [
+        -1 if u.name else _collectives.unnamed_number(process_set_id)
+        for u in units], dtype=tf.int64)
+
+
+def _run_eager(tensors, plan):
+    if _pywrap_tfe is not None:
+        try:
+            return _pywrap_tfe.TFE_Py_FastPathExecute(
+                _context.context(), "HorovodEagerCollective", None, tensors,
+                plan)
+        except _core._NotOkStatusException as e:
+            raise _core._status_to_exception(e) from None
+        except _core._FallbackException:
+            pass  # inputs the fast path does not take
+    return _lib.horovod_eager_collective(tensors, plan)
+
+
 def _message(error):
     """The engine's message without TensorFlow's decoration (a leading
     `{{function_node ...}} `, a trailing ` [Op:...]`)."""
@@ -126,17 +194,18 @@ def collective(units, tensors, process_set_id, eager, reduce_op=_ops.Sum,
                prescale=1.0, postscale=1.0, root=0):
     """Runs `units` (a tuple of Unit) over `tensors` (laid out unit after
     unit); returns one output per tensor."""
+    if eager:
+        try:
+            return _run_eager(tensors, _eager_plan(
+                units, process_set_id, reduce_op, prescale, postscale, root))
+        except tf.errors.OpError as e:
+            raise _horovod_error(e) from None
     kinds, sizes, names, numbers = _attributes(units, process_set_id, eager)
-    try:
-        return _lib.horovod_collective(
-            tensors, numbers, kinds=kinds, sizes=sizes, names=names,
-            reduce_op=int(reduce_op), prescale=float(prescale),
-            postscale=float(postscale), root=int(root),
-            process_set=process_set_id)
-    except tf.errors.OpError as e:
-        if not eager:
-            raise
-        raise _horovod_error(e) from None
+    return _lib.horovod_collective(
+        tensors, numbers, kinds=kinds, sizes=sizes, names=names,
+        reduce_op=int(reduce_op), prescale=float(prescale),
+        postscale=float(postscale), root=int(root),
+        process_set=process_set_id)
 
 
 def alltoall(tensor, splits, prefix, name, process_set_id, eager):

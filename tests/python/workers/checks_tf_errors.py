@@ -60,6 +60,25 @@ def check_bad_input_names_value_and_rank():
     still_working()
 
 
+def check_eager_op_refuses_plans_it_does_not_have():
+    # Eager calls name a plan registered with the op library by number; a
+    # number it never gave out, or inputs that do not fit the plan, fail
+    # that call alone.
+    from horovod.tensorflow import op_library as lib
+    x = tf.ones([2])
+    raises(tf.errors.InvalidArgumentError,
+           lambda: lib._run_eager([x], tf.constant([1 << 40], tf.int64)),
+           "unknown plan")
+    plan = lib._eager_plan(lib.allreduce_units("plan"), 0, hvd.Sum, 1.0,
+                           1.0, 0)
+    raises(tf.errors.InvalidArgumentError,
+           lambda: lib._run_eager([x, x], plan), "do not match the plan")
+    raises(tf.errors.InvalidArgumentError,
+           lambda: lib._run_eager([x], plan[:1]), "do not match the plan")
+    assert np.allclose(lib._run_eager([x], plan)[0].numpy(), [n, n])
+    still_working()
+
+
 def check_xla_is_refused_clearly():
     f = tf.function(lambda x: hvd.allreduce(x), jit_compile=True)
     raises(NotImplementedError, lambda: f(tf.ones([2])), "XLA",
