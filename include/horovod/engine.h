@@ -132,6 +132,9 @@ class Engine {
   // takes exactly one). Barrier and join are refused; call them directly.
   Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
                  const CollectiveArgs& args, std::vector<Handle>* handles);
+  // The same for one tensor (not a group).
+  Status Enqueue(OpType op, const TensorView& tensor,
+                 const CollectiveArgs& args, Handle* handle);
   // Blocking collectives.
   Status Barrier(int process_set = 0);
   // Marks this rank as out of data; returns the last rank to join.

@@ -59,7 +59,7 @@ int FusionTarget(const std::vector<Response>& out,
                  const std::vector<int64_t>& sizes, const Response& r,
                  int64_t bytes, int64_t threshold) {
   if (threshold <= 0 || r.op != Op::kAllreduce || r.error) return -1;
-  for (size_t i = 0; i < out.size(); ++i) {
+  for (size_t i = 0; i < sizes.size(); ++i) {
     const Response& o = out[i];
     if (o.op == Op::kAllreduce && !o.error && o.dtype == r.dtype &&
         o.reduce_op == r.reduce_op && o.process_set == r.process_set &&

@@ -7,6 +7,7 @@
 #include <horovod/types.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,18 @@ constexpr const char* kJoinTensorName = "__join__";
 // name is unique per process set.
 inline std::string TensorKey(int32_t process_set, const std::string& name) {
   return std::to_string(process_set) + ":" + name;
+}
+// The same written into `*key`, whose capacity a caller that looks up one
+// tensor after another reuses instead of allocating a key per lookup.
+inline const std::string& TensorKey(int32_t process_set,
+                                    const std::string& name, std::string* key) {
+  key->clear();
+  char digits[16];
+  const int n = std::snprintf(digits, sizeof(digits), "%d", process_set);
+  key->append(digits, static_cast<size_t>(n));
+  key->push_back(':');
+  key->append(name);
+  return *key;
 }
 
 // The group a tensor was submitted in (a grouped collective): the
@@ -138,10 +151,10 @@ void AddTensor(Response* to, Response&& from, size_t i);
 // Bytes of a tensor of `dtype` and `shape`.
 int64_t TensorBytes(DataType dtype, const std::vector<int64_t>& shape);
 // The fusion rule (the coordinator's, and the ready board's): the response
-// in `out` that `r`, one tensor of `bytes`, joins, or -1 when it goes on its
-// own. Only allreduces without error that are alike in everything but
-// names and shapes fuse, up to `threshold` bytes in all (`sizes[i]`: what
-// out[i] holds already); none when `threshold` <= 0.
+// among out[0, sizes.size()) that `r`, one tensor of `bytes`, joins, or -1
+// when it goes on its own. Only allreduces without error that are alike in
+// everything but names and shapes fuse, up to `threshold` bytes in all
+// (`sizes[i]`: what out[i] holds already); none when `threshold` <= 0.
 int FusionTarget(const std::vector<Response>& out,
                  const std::vector<int64_t>& sizes, const Response& r,
                  int64_t bytes, int64_t threshold);

@@ -47,7 +47,7 @@ bool ResponseCache::Cacheable(const Response& r) {
 
 int ResponseCache::SlotOf(int32_t process_set, const std::string& name) const {
   if (capacity_ == 0) return -1;
-  auto it = index_.find(TensorKey(process_set, name));
+  auto it = index_.find(TensorKey(process_set, name, &key_));
   return it == index_.end() ? -1 : static_cast<int>(it->second);
 }
 

@@ -64,6 +64,7 @@ class ResponseCache {
   uint64_t clock_ = 0;
   std::vector<Entry> entries_;
   std::unordered_map<std::string, uint32_t> index_;
+  mutable std::string key_;  // SlotOf's lookups, reused
 };
 
 }  // namespace horovod

@@ -295,13 +295,13 @@ NB_MODULE(_core, m) {
               const std::string& name, int reduce_op, double prescale,
               double postscale, int root, int process_set) {
              Engine& eng = e.get();
-             std::vector<Handle> handles;
+             Handle handle;
              Status st = eng.Enqueue(
-                 static_cast<OpType>(op), {ToView(array, eng.rank())},
+                 static_cast<OpType>(op), ToView(array, eng.rank()),
                  Args(name, reduce_op, prescale, postscale, root, process_set),
-                 &handles);
+                 &handle);
              if (!st.ok()) Raise(st);
-             return handles[0];
+             return handle;
            })
       .def("barrier",
            [](PyEngine& e, int process_set) {

@@ -30,57 +30,55 @@ int Engine::cross_rank() const { return impl_->job().cross_rank; }
 int Engine::cross_size() const { return impl_->job().cross_size; }
 
 namespace {
-Status One(Status st, std::vector<Handle>& hs, Handle* h) {
-  if (st.ok()) *h = hs[0];
+Status Many(EngineImpl& impl, OpType op, const std::vector<TensorView>& ts,
+            const CollectiveArgs& a, std::vector<Handle>* hs) {
+  hs->resize(ts.size());
+  Status st = impl.Enqueue(op, ts.data(), ts.size(), a, hs->data());
+  if (!st.ok()) hs->clear();
   return st;
 }
 }  // namespace
 
 Status Engine::Allreduce(const TensorView& t, const CollectiveArgs& a,
                          Handle* h) {
-  std::vector<Handle> hs;
-  return One(impl_->Enqueue(OpType::kAllreduce, {t}, a, &hs), hs, h);
+  return impl_->Enqueue(OpType::kAllreduce, &t, 1, a, h);
 }
 Status Engine::GroupedAllreduce(const std::vector<TensorView>& ts,
                                 const CollectiveArgs& a,
                                 std::vector<Handle>* hs) {
-  return impl_->Enqueue(OpType::kAllreduce, ts, a, hs);
+  return Many(*impl_, OpType::kAllreduce, ts, a, hs);
 }
 Status Engine::Allgather(const TensorView& t, const CollectiveArgs& a,
                          Handle* h) {
-  std::vector<Handle> hs;
-  return One(impl_->Enqueue(OpType::kAllgather, {t}, a, &hs), hs, h);
+  return impl_->Enqueue(OpType::kAllgather, &t, 1, a, h);
 }
 Status Engine::GroupedAllgather(const std::vector<TensorView>& ts,
                                 const CollectiveArgs& a,
                                 std::vector<Handle>* hs) {
-  return impl_->Enqueue(OpType::kAllgather, ts, a, hs);
+  return Many(*impl_, OpType::kAllgather, ts, a, hs);
 }
 Status Engine::Broadcast(const TensorView& t, const CollectiveArgs& a,
                          Handle* h) {
-  std::vector<Handle> hs;
-  return One(impl_->Enqueue(OpType::kBroadcast, {t}, a, &hs), hs, h);
+  return impl_->Enqueue(OpType::kBroadcast, &t, 1, a, h);
 }
 void Engine::LeaveCensus() { impl_->LeaveCensus(); }
 Status Engine::GroupedBroadcast(const std::vector<TensorView>& ts,
                                 const CollectiveArgs& a,
                                 std::vector<Handle>* hs) {
-  return impl_->Enqueue(OpType::kBroadcast, ts, a, hs);
+  return Many(*impl_, OpType::kBroadcast, ts, a, hs);
 }
 Status Engine::Alltoall(const TensorView& t, const CollectiveArgs& a,
                         Handle* h) {
-  std::vector<Handle> hs;
-  return One(impl_->Enqueue(OpType::kAlltoall, {t}, a, &hs), hs, h);
+  return impl_->Enqueue(OpType::kAlltoall, &t, 1, a, h);
 }
 Status Engine::Reducescatter(const TensorView& t, const CollectiveArgs& a,
                              Handle* h) {
-  std::vector<Handle> hs;
-  return One(impl_->Enqueue(OpType::kReducescatter, {t}, a, &hs), hs, h);
+  return impl_->Enqueue(OpType::kReducescatter, &t, 1, a, h);
 }
 Status Engine::GroupedReducescatter(const std::vector<TensorView>& ts,
                                     const CollectiveArgs& a,
                                     std::vector<Handle>* hs) {
-  return impl_->Enqueue(OpType::kReducescatter, ts, a, hs);
+  return Many(*impl_, OpType::kReducescatter, ts, a, hs);
 }
 Status Engine::Enqueue(OpType op, const std::vector<TensorView>& ts,
                        const CollectiveArgs& a, std::vector<Handle>* hs) {
@@ -89,13 +87,29 @@ Status Engine::Enqueue(OpType op, const std::vector<TensorView>& ts,
     case OpType::kAllgather:
     case OpType::kBroadcast:
     case OpType::kReducescatter:
-      return impl_->Enqueue(op, ts, a, hs);
+      return Many(*impl_, op, ts, a, hs);
     case OpType::kAlltoall:
       if (ts.size() != 1)
         return Status::InvalidArgument("alltoall takes one tensor, got " +
                                        std::to_string(ts.size()) + " (rank " +
                                        std::to_string(rank()) + ")");
-      return impl_->Enqueue(op, ts, a, hs);
+      return Many(*impl_, op, ts, a, hs);
+    default:
+      return Status::InvalidArgument(
+          std::string("Engine::Enqueue cannot start ") + OpTypeName(op) +
+          "; call it directly (rank " + std::to_string(rank()) + ")");
+  }
+}
+
+Status Engine::Enqueue(OpType op, const TensorView& t, const CollectiveArgs& a,
+                       Handle* h) {
+  switch (op) {
+    case OpType::kAllreduce:
+    case OpType::kAllgather:
+    case OpType::kBroadcast:
+    case OpType::kAlltoall:
+    case OpType::kReducescatter:
+      return impl_->Enqueue(op, &t, 1, a, h);
     default:
       return Status::InvalidArgument(
           std::string("Engine::Enqueue cannot start ") + OpTypeName(op) +

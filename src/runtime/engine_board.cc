@@ -124,10 +124,52 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   board_news_ = false;
 }
 
+namespace {
+
+// Starts out as a response of its own for cached tensor `c` (one tensor;
+// never grouped, as BoardEligible requires), keeping the capacity `out`'s
+// lists have from earlier rounds.
+void Restart(Response* out, const Response& c) {
+  out->op = c.op;
+  out->error = false;
+  out->error_message.clear();
+  out->dtype = c.dtype;
+  out->reduce_op = c.reduce_op;
+  out->root = c.root;
+  out->device = c.device;
+  out->process_set = c.process_set;
+  out->prescale = c.prescale;
+  out->postscale = c.postscale;
+  out->sizes.clear();
+  out->set_id = 0;
+  out->set_ranks.clear();
+  out->last_joined = -1;
+  out->groups.clear();
+}
+
+// Makes tensor `k` of `out` cached tensor `c` under `slot`, in place when
+// an earlier round left one there: in steady state every round fuses the
+// same tensors, and this allocates nothing.
+void Place(Response* out, size_t k, const Response& c, uint32_t slot) {
+  if (k < out->names.size()) {
+    out->names[k].assign(c.names[0]);
+    out->shapes[k].assign(c.shapes[0].begin(), c.shapes[0].end());
+    out->slots[k] = slot;
+  } else {
+    out->names.push_back(c.names[0]);
+    out->shapes.push_back(c.shapes[0]);
+    out->slots.push_back(slot);
+  }
+}
+
+}  // namespace
+
 Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
-  // The agreed slots are a subset of what we posted, both ascending.
-  board_responses_.clear();
+  // The agreed slots are a subset of what we posted, both ascending. The
+  // fused responses reuse board_responses_ from earlier rounds; the first
+  // board_bytes_.size() are this round's, board_counts_ tensors each.
   board_bytes_.clear();
+  board_counts_.clear();
   taken_.assign(offers_.size(), 0);
   size_t p = 0;
   for (size_t k = 0; k < result.slots.size(); ++k) {
@@ -148,23 +190,31 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       continue;
     }
     const int64_t bytes = TensorBytes(c.dtype, c.shapes[0]);
-    const int t = FusionTarget(board_responses_, board_bytes_, c, bytes,
-                               result.fusion_threshold);
-    if (t >= 0) {
-      AddTensor(&board_responses_[t], c, 0);
-      board_responses_[t].slots.push_back(slot);
-      board_bytes_[t] += bytes;
-    } else {
-      board_responses_.push_back(c);
-      board_responses_.back().slots.assign(1, slot);
-      board_bytes_.push_back(bytes);
+    int t = FusionTarget(board_responses_, board_bytes_, c, bytes,
+                         result.fusion_threshold);
+    if (t < 0) {
+      t = static_cast<int>(board_bytes_.size());
+      if (board_responses_.size() <= static_cast<size_t>(t))
+        board_responses_.emplace_back();
+      Restart(&board_responses_[t], c);
+      board_bytes_.push_back(0);
+      board_counts_.push_back(0);
     }
+    Place(&board_responses_[t], board_counts_[t]++, c, slot);
+    board_bytes_[t] += bytes;
+  }
+  for (size_t t = 0; t < board_counts_.size(); ++t) {
+    Response& r = board_responses_[t];
+    r.names.resize(board_counts_[t]);
+    r.shapes.resize(board_counts_[t]);
+    r.slots.resize(board_counts_[t]);
   }
   kept_.clear();
   for (size_t i = 0; i < offers_.size(); ++i)
     if (!taken_[i]) kept_.push_back(std::move(offers_[i]));
   offers_.swap(kept_);
-  for (const Response& r : board_responses_) {
+  for (size_t t = 0; t < board_counts_.size(); ++t) {
+    const Response& r = board_responses_[t];
     Status st = executor_->Execute(r);
     if (timeline_.active())
       for (const std::string& name : r.names) timeline_.OpEnd(name);
@@ -172,8 +222,7 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
     for (size_t i = 0; i < r.names.size(); ++i)
       cache_.Refresh(r.slots[i], r, i);
   }
-  if (!board_responses_.empty() || !result.slots.empty())
-    step_metrics_.cycles += 1;
+  if (!result.slots.empty()) step_metrics_.cycles += 1;
   return Status::OK();
 }
 

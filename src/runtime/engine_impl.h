@@ -126,8 +126,9 @@ class EngineImpl {
   // now all be waiting.
   void LeaveCensus();
 
-  Status Enqueue(OpType op, const std::vector<TensorView>& tensors,
-                 const CollectiveArgs& args, std::vector<Handle>* handles);
+  // Several tensors form a group; handles[i] is set for tensors[i].
+  Status Enqueue(OpType op, const TensorView* tensors, size_t n,
+                 const CollectiveArgs& args, Handle* handles);
 
   // A request that moves no tensor data (barrier, join, process-set
   // changes): `request` names the op, its name and its own fields; the rank
@@ -345,8 +346,9 @@ class EngineImpl {
   std::vector<size_t> posted_;
   std::vector<ReadyBoard::Offer> post_;
   ReadyBoard::Result board_result_;
-  std::vector<Response> board_responses_;
+  std::vector<Response> board_responses_;  // see ExecuteBoard
   std::vector<int64_t> board_bytes_;
+  std::vector<size_t> board_counts_;
   std::vector<Request> fresh_;  // CollectRequests' intake, reused
   std::vector<const void*> operands_;
   std::vector<BoardOffer> kept_;

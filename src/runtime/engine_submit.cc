@@ -28,9 +28,8 @@ void EngineImpl::LeaveCensus() {
                 : kNever);
 }
 
-Status EngineImpl::Enqueue(OpType op, const std::vector<TensorView>& tensors,
-                           const CollectiveArgs& args,
-                           std::vector<Handle>* handles) {
+Status EngineImpl::Enqueue(OpType op, const TensorView* tensors, size_t n,
+                           const CollectiveArgs& args, Handle* handles) {
   CountSubmitter();
   std::shared_ptr<const std::vector<int>> set = sets_.Find(args.process_set);
   if (set == nullptr)
@@ -42,21 +41,22 @@ Status EngineImpl::Enqueue(OpType op, const std::vector<TensorView>& tensors,
     return Status::InvalidArgument("rank " + std::to_string(job_.rank) +
                                    " is not a member of process set " +
                                    std::to_string(args.process_set));
-  std::vector<TensorEntry> entries;
-  handles->clear();
+  if (n == 0) return Status::OK();
+  // One tensor, the common call, needs no vector.
+  TensorEntry one;
+  std::vector<TensorEntry> many(n > 1 ? n : 0);
+  TensorEntry* entries = n > 1 ? many.data() : &one;
   std::string group;
   const std::string auto_name = args.name.empty() ? AutoName(op) : "";
   const std::string& base = args.name.empty() ? auto_name : args.name;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    TensorEntry e;
+  for (size_t i = 0; i < n; ++i) {
+    TensorEntry& e = entries[i];
     Request& r = e.request;
     r.rank = job_.rank;
     r.op = ToOp(op);
     r.name = base;
     // Upstream's form for the members of a group: <base>_<k>of<n>.
-    if (tensors.size() > 1)
-      r.name +=
-          "_" + std::to_string(i + 1) + "of" + std::to_string(tensors.size());
+    if (n > 1) r.name += "_" + std::to_string(i + 1) + "of" + std::to_string(n);
     r.dtype = tensors[i].dtype;
     r.reduce_op = args.op;
     r.root = args.root;
@@ -65,21 +65,24 @@ Status EngineImpl::Enqueue(OpType op, const std::vector<TensorView>& tensors,
     r.prescale = args.prescale;
     r.postscale = args.postscale;
     r.shape = tensors[i].shape;
-    if (tensors.size() > 1) {
+    if (n > 1) {
       if (i == 0) group = r.name;
       r.group = group;
-      r.group_size = static_cast<int32_t>(tensors.size());
+      r.group_size = static_cast<int32_t>(n);
     }
     HVD_RETURN_IF_ERROR(
         CheckRequest(op, tensors[i], args, members, job_.rank, &r));
-    e.tensor = tensors[i];
+    // The shape travels in the request; the view keeps where the data is.
+    e.tensor.data = tensors[i].data;
+    e.tensor.dtype = tensors[i].dtype;
+    e.tensor.device = tensors[i].device;
+    e.tensor.input = tensors[i].input;
     e.handle = std::make_shared<HandleState>();
     e.handle->gate = gate_;
     e.handle->dtype = tensors[i].dtype;
-    handles->emplace_back(e.handle);
-    entries.push_back(std::move(e));
+    handles[i] = Handle(e.handle);
   }
-  return queue_.Add(std::move(entries));
+  return queue_.Add(entries, n);
 }
 
 Status EngineImpl::EnqueueControl(Request request, Handle* handle) {
@@ -91,9 +94,7 @@ Status EngineImpl::EnqueueControl(Request request, Handle* handle) {
   e.handle = std::make_shared<HandleState>();
   e.handle->gate = gate_;
   *handle = Handle(e.handle);
-  std::vector<TensorEntry> v;
-  v.push_back(std::move(e));
-  return queue_.Add(std::move(v));
+  return queue_.Add(&e, 1);
 }
 
 std::string EngineImpl::AutoName(OpType op) {

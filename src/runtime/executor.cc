@@ -128,7 +128,7 @@ void Executor::Finish(TensorEntry& e, const Status& s) {
 
 void Executor::Count(const TensorEntry& e) {
   stats_.tensors += 1;
-  stats_.bytes += e.tensor.NumBytes();
+  stats_.bytes += e.NumBytes();
 }
 
 ExecutorStats Executor::TakeStats() {
@@ -328,7 +328,7 @@ Status Executor::Allgather(const Response& r, CollectiveGroup& g) {
   TensorEntry e;
   if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
     return Status::OK();
-  const std::vector<int64_t>& shape = e.tensor.shape;
+  const std::vector<int64_t>& shape = e.request.shape;
   const int64_t row = Product(shape, 1) * DataTypeSize(r.dtype);
   std::vector<int64_t> bytes(g.size());
   int64_t rows = 0;
@@ -358,8 +358,7 @@ Status Executor::Broadcast(const Response& r, CollectiveGroup& g) {
     if (g.global_rank(m) == r.root) root = m;
   MarkTransfer(r, g);
   BeginPhases();
-  Status st = g.Broadcast(e.tensor.data,
-                          static_cast<int64_t>(e.tensor.NumBytes()), root);
+  Status st = g.Broadcast(e.tensor.data, e.NumBytes(), root);
   EndPhases();
   Count(e);
   Done(e, st);
@@ -371,7 +370,7 @@ Status Executor::Alltoall(const Response& r, CollectiveGroup& g) {
   if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
     return Status::OK();
   const int n = g.size(), me = g.rank();
-  const int64_t row = Product(e.tensor.shape, 1) * DataTypeSize(r.dtype);
+  const int64_t row = Product(e.request.shape, 1) * DataTypeSize(r.dtype);
   std::vector<int64_t> send(n), recv(n), splits(n);
   int64_t rows = 0;
   const int64_t max_pair_rows =
@@ -390,7 +389,7 @@ Status Executor::Alltoall(const Response& r, CollectiveGroup& g) {
   EndPhases();
   Count(e);
   e.handle->output = out;
-  e.handle->output_shape = e.tensor.shape;
+  e.handle->output_shape = e.request.shape;
   e.handle->output_shape[0] = rows;
   e.handle->received_splits = splits;
   Done(e, st);
@@ -402,7 +401,7 @@ Status Executor::Reducescatter(const Response& r, CollectiveGroup& g) {
   if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e))
     return Status::OK();
   const int n = g.size(), me = g.rank();
-  const std::vector<int64_t>& shape = e.tensor.shape;
+  const std::vector<int64_t>& shape = e.request.shape;
   const int64_t dim0 = shape.empty() ? 1 : shape[0];
   const int64_t row_elems = Product(shape, 1);
   const size_t esize = DataTypeSize(r.dtype);

@@ -13,14 +13,16 @@ TensorQueue::~TensorQueue() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-Status TensorQueue::Add(std::vector<TensorEntry> entries) {
+Status TensorQueue::Add(TensorEntry* entries, size_t n) {
+  if (n == 0) return Status::OK();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!closed_.ok()) return entries.front().Failure(closed_);
+    if (!closed_.ok()) return entries[0].Failure(closed_);
     // Files each entry as its key is checked; a duplicate (in flight, or
     // earlier in this batch) takes back what this call filed.
     added_.clear();
-    for (TensorEntry& e : entries) {
+    for (size_t i = 0; i < n; ++i) {
+      TensorEntry& e = entries[i];
       auto filed = in_flight_.try_emplace(e.request.Key());
       if (!filed.second) {
         for (auto it : added_) in_flight_.erase(it);
@@ -85,7 +87,7 @@ void TensorQueue::TakeMany(int process_set,
   present->assign(names.size(), false);
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < names.size(); ++i) {
-    auto it = in_flight_.find(TensorKey(process_set, names[i]));
+    auto it = in_flight_.find(TensorKey(process_set, names[i], &key_));
     if (it == in_flight_.end()) continue;
     (*out)[i] = std::move(it->second);
     (*present)[i] = true;

@@ -21,8 +21,11 @@ namespace horovod {
 
 struct TensorEntry {
   Request request;
+  // Where the data lies; its shape is left empty (request.shape has it).
   TensorView tensor;
   std::shared_ptr<HandleState> handle;
+
+  int64_t NumBytes() const { return TensorBytes(request.dtype, request.shape); }
 
   // The job failed under this entry: the error names the operation and the
   // tensor, so every rank's last line says which one was lost.
@@ -39,8 +42,9 @@ class TensorQueue {
   TensorQueue();
   ~TensorQueue();
 
-  // All-or-nothing: refuses every entry if any key is already in flight.
-  Status Add(std::vector<TensorEntry> entries);
+  // Takes entries[0, n); all-or-nothing: refuses every entry if any key is
+  // already in flight.
+  Status Add(TensorEntry* entries, size_t n);
   // Requests not yet sent to the coordinator, in enqueue order, and where
   // each one's input lies (TensorView::input, else data; null for control
   // requests). Swaps with the vectors passed in, which the next Adds fill
@@ -76,6 +80,7 @@ class TensorQueue {
   using Entries = std::unordered_map<std::string, TensorEntry>;
   Entries in_flight_;
   std::vector<Entries::iterator> added_;  // by the running Add
+  std::string key_;                       // TakeMany's lookups, reused
   std::vector<Request> fresh_;
   std::vector<const void*> fresh_operands_;
   Status closed_;
