@@ -29,6 +29,10 @@ struct JobInfo {
   // HOROVOD_HOSTNAME, else the host name plus the kernel's boot id.
   std::string host_key;
   double start_timeout_s = 30;
+  // Settings every rank must share, as "NAME=value;..." (the engine fills
+  // it from its knobs): rank 0 compares each rank's with its own at the
+  // rendezvous and fails the job, on every rank, naming what differs.
+  std::string settings;
 
   // `generation` counts this process's earlier inits, so that a re-init after
   // shutdown never reads a previous rendezvous.

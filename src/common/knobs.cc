@@ -100,6 +100,11 @@ KnobSpec Other(const char* name, KnobType type, const char* shown_default,
   return k;
 }
 
+KnobSpec Agreed(KnobSpec k) {
+  k.agree = true;
+  return k;
+}
+
 KnobSpec Job(const char* name, KnobType type, const char* summary) {
   return Other(name, type, "", "", summary, true);
 }
@@ -117,22 +122,24 @@ std::vector<KnobSpec> MakeTable() {
                  "--cycle-time-ms",
                  "ms the coordinator waits for more tensors to fuse"),
             &K::cycle_time_set),
-      Int("HOROVOD_CACHE_CAPACITY", &K::cache_capacity, 0, 1 << 20,
-          "--cache-capacity", "response-cache entries; 0 disables it"),
-      Given(Int("HOROVOD_SMALL_ALLREDUCE_BYTES", &K::small_allreduce_bytes, 0,
-                kBig, "",
-                "below this, allreduce uses recursive doubling, else the "
-                "ring"),
-            &K::small_allreduce_bytes_set),
-      Int("HOROVOD_RING_CHUNK_BYTES", &K::ring_chunk_bytes, 4096, kBig, "",
-          "ring pipelining granularity"),
+      Agreed(Int("HOROVOD_CACHE_CAPACITY", &K::cache_capacity, 0, 1 << 20,
+                 "--cache-capacity", "response-cache entries; 0 disables it")),
+      Agreed(Given(Int("HOROVOD_SMALL_ALLREDUCE_BYTES",
+                       &K::small_allreduce_bytes, 0, kBig, "",
+                       "below this, allreduce uses recursive doubling, else "
+                       "the ring"),
+                   &K::small_allreduce_bytes_set)),
+      Agreed(Int("HOROVOD_RING_CHUNK_BYTES", &K::ring_chunk_bytes, 4096, kBig,
+                 "", "ring pipelining granularity")),
       Flag("HOROVOD_SHM_DISABLE", &K::shm_disable, "",
            "1: ranks on one host use TCP instead of shared memory"),
-      Flag("HOROVOD_HIERARCHICAL_ALLREDUCE", &K::hierarchical_allreduce,
-           "--hierarchical-allreduce --no-hierarchical-allreduce",
-           "reduce within hosts, across leaders, broadcast within hosts"),
-      Int("HOROVOD_SHM_BUFFER_BYTES", &K::shm_buffer_bytes, 4096, 4294967296.0,
-          "", "each half of a rank's shared-memory region"),
+      Agreed(Flag("HOROVOD_HIERARCHICAL_ALLREDUCE", &K::hierarchical_allreduce,
+                  "--hierarchical-allreduce --no-hierarchical-allreduce",
+                  "reduce within hosts, across leaders, broadcast within "
+                  "hosts")),
+      Agreed(Int("HOROVOD_SHM_BUFFER_BYTES", &K::shm_buffer_bytes, 4096,
+                 4294967296.0, "",
+                 "each half of a rank's shared-memory region")),
       Real("HOROVOD_SPIN_TIME_US", &K::spin_time_us, 0, false, "",
            "longest busy-poll of a waiting rank before it sleeps"),
       Flag("HOROVOD_CALLER_DRIVES", &K::caller_drives, "",
@@ -237,19 +244,32 @@ const std::vector<KnobSpec>& KnobTable() {
   return table;
 }
 
+std::string KnobValue(const KnobSpec& s, const Knobs& k) {
+  if (auto f = std::get_if<int64_t Knobs::*>(&s.field))
+    return std::to_string(k.**f);
+  if (auto f = std::get_if<int Knobs::*>(&s.field))
+    return std::to_string(k.**f);
+  if (auto f = std::get_if<double Knobs::*>(&s.field)) return Number(k.**f);
+  if (auto f = std::get_if<bool Knobs::*>(&s.field)) return k.**f ? "1" : "0";
+  if (auto f = std::get_if<std::string Knobs::*>(&s.field))
+    return (k.**f).empty() ? "none" : k.**f;
+  return "";
+}
+
 std::string KnobDefault(const KnobSpec& s) {
   static const Knobs defaults;
-  if (auto f = std::get_if<int64_t Knobs::*>(&s.field))
-    return std::to_string(defaults.**f);
-  if (auto f = std::get_if<int Knobs::*>(&s.field))
-    return std::to_string(defaults.**f);
-  if (auto f = std::get_if<double Knobs::*>(&s.field))
-    return Number(defaults.**f);
-  if (auto f = std::get_if<bool Knobs::*>(&s.field))
-    return defaults.**f ? "1" : "0";
-  if (auto f = std::get_if<std::string Knobs::*>(&s.field))
-    return (defaults.**f).empty() ? "none" : defaults.**f;
-  return s.other_default;
+  if (std::holds_alternative<std::monostate>(s.field)) return s.other_default;
+  return KnobValue(s, defaults);
+}
+
+std::string AgreedSettings(const Knobs& k) {
+  std::string out;
+  for (const KnobSpec& s : KnobTable()) {
+    if (!s.agree) continue;
+    if (!out.empty()) out += ';';
+    out += std::string(s.name) + "=" + KnobValue(s, k);
+  }
+  return out;
 }
 
 std::string KnobRange(const KnobSpec& s) {

@@ -43,6 +43,10 @@ struct KnobSpec {
   const char* summary = "";
   // Set by the launchers to describe the job, not a tuning knob.
   bool job = false;
+  // Every rank must hold the same value (the ranks would otherwise read
+  // each other's messages or shared memory differently); the rendezvous
+  // compares them.
+  bool agree = false;
 };
 
 const std::vector<KnobSpec>& KnobTable();
@@ -53,6 +57,12 @@ std::string KnobDefault(const KnobSpec& spec);
 // The accepted range as text ("[4096, 4294967296]", "> 0", ""), for
 // warnings and docs.
 std::string KnobRange(const KnobSpec& spec);
+// The knob's value in `knobs`, in KnobDefault's form ("" for a variable
+// outside Knobs).
+std::string KnobValue(const KnobSpec& spec, const Knobs& knobs);
+// "NAME=value;..." for every knob that must agree across ranks, in table
+// order: what JobInfo::settings carries to the rendezvous.
+std::string AgreedSettings(const Knobs& knobs);
 
 // Helpers shared by JobInfo parsing and Knobs: false when unset, or (with
 // a warning) when the text does not parse.

@@ -18,18 +18,72 @@ Status ParseAddress(const std::string& text, std::string* host, int* port) {
 }
 
 Status ParseAnnouncement(const std::string& text, std::string* addr,
-                         std::string* host_key) {
+                         std::string* host_key, std::string* settings) {
   size_t space = text.find(' ');
-  if (space == std::string::npos || text.size() > 512)
+  if (space == std::string::npos || text.size() > kMaxAnnouncementBytes)
     return Status::Aborted("malformed rank announcement");
   *addr = text.substr(0, space);
-  *host_key = text.substr(space + 1);
+  const size_t second = text.find(' ', space + 1);
+  *host_key =
+      text.substr(space + 1, second == std::string::npos ? std::string::npos
+                                                         : second - space - 1);
+  settings->clear();
+  if (second != std::string::npos) *settings = text.substr(second + 1);
+  for (char c : *settings)
+    if (c <= ' ' || c > '~') return Status::Aborted("malformed settings");
   if (host_key->empty()) return Status::Aborted("empty host key");
   for (char c : *host_key)
     if (c <= ' ' || c > '~') return Status::Aborted("malformed host key");
   std::string h;
   int p;
   return ParseAddress(*addr, &h, &p);
+}
+
+namespace {
+
+// The value of `name` in "NAME=value;...", or "(unset)".
+std::string SettingOf(const std::string& settings, const std::string& name) {
+  size_t pos = 0;
+  while (pos <= settings.size()) {
+    size_t end = settings.find(';', pos);
+    if (end == std::string::npos) end = settings.size();
+    const std::string item = settings.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos && item.compare(0, eq, name) == 0 &&
+        eq == name.size())
+      return item.substr(eq + 1);
+    pos = end + 1;
+  }
+  return "(unset)";
+}
+
+}  // namespace
+
+Status CompareSettings(const std::string& mine, const std::string& theirs,
+                       int rank) {
+  if (mine == theirs) return Status::OK();
+  // Every name either side has, rank 0's first.
+  std::vector<std::string> names;
+  for (const std::string* s : {&mine, &theirs}) {
+    size_t pos = 0;
+    while (pos < s->size()) {
+      size_t end = s->find(';', pos);
+      if (end == std::string::npos) end = s->size();
+      const std::string item = s->substr(pos, end - pos);
+      names.push_back(item.substr(0, item.find('=')));
+      pos = end + 1;
+    }
+  }
+  for (const std::string& name : names) {
+    const std::string a = SettingOf(mine, name), b = SettingOf(theirs, name);
+    if (a != b)
+      return Status::InvalidArgument(name + " differs between ranks: " + a +
+                                     " on rank 0, " + b + " on rank " +
+                                     std::to_string(rank) +
+                                     "; it must be equal on every rank");
+  }
+  return Status::InvalidArgument("settings differ between rank 0 and rank " +
+                                 std::to_string(rank));
 }
 
 Status ParsePeerTable(const std::string& table, int n,
@@ -44,8 +98,10 @@ Status ParsePeerTable(const std::string& table, int n,
       return Status::Aborted("truncated peer table from rank 0");
     size_t end = table.find('\n', pos);
     if (end == std::string::npos) end = table.size();
-    HVD_RETURN_IF_ERROR(ParseAnnouncement(table.substr(pos, end - pos),
-                                          &(*addrs)[r], &(*hosts)[r]));
+    std::string settings;
+    HVD_RETURN_IF_ERROR(ParseAnnouncement(
+        table.substr(pos, end - pos), &(*addrs)[r], &(*hosts)[r], &settings));
+    if (!settings.empty()) return Status::Aborted("malformed peer table");
     pos = end + 1;
   }
   return Status::OK();

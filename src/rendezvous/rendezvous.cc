@@ -18,7 +18,6 @@ namespace horovod {
 namespace {
 
 // An announcement is "host:port host-key"; host keys are cut at 200.
-constexpr size_t kMaxAnnouncement = 512;
 
 // Single-host launches without a launcher-provided address (mpirun, torchrun)
 // publish rank 0's port and a fresh secret in a file only this user can read.
@@ -121,14 +120,19 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
         ":" + std::to_string(port);
     out->control.resize(n);
     AcceptorOptions options;
-    options.first_frame_max = kMaxAnnouncement;
-    Status st = LinkAcceptor(listener, hp, LinkKind::kControl, options)
-                    .Run(
-                        deadline, &out->control, [](int r) { return r != 0; },
-                        [&](int r, const std::string& announcement) {
-                          return ParseAnnouncement(announcement, &addrs[r],
-                                                   &out->hosts[r]);
-                        });
+    options.first_frame_max = kMaxAnnouncementBytes;
+    std::vector<std::string> settings(n);
+    Status st =
+        LinkAcceptor(listener, hp, LinkKind::kControl, options)
+            .Run(
+                deadline, &out->control, [](int r) { return r != 0; },
+                [&](int r, const std::string& announcement) {
+                  return ParseAnnouncement(announcement, &addrs[r],
+                                           &out->hosts[r], &settings[r]);
+                });
+    // Settings that differ fail every rank alike, once all are here.
+    for (int r = 1; r < n && st.ok(); ++r)
+      st = CompareSettings(job.settings, settings[r], r);
     if (!job.rendezvous_file.empty() && job.controller_port == 0)
       std::remove(job.rendezvous_file.c_str());
     if (!st.ok()) {
@@ -167,9 +171,10 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
     int my_port = 0;
     HVD_RETURN_IF_ERROR(
         Socket::Listen(local, 0, std::max(128, n), &listener, &my_port));
-    HVD_RETURN_IF_ERROR(ctl.WriteFrame(
-        local + ":" + std::to_string(my_port) + " " + out->hosts[job.rank],
-        deadline));
+    HVD_RETURN_IF_ERROR(ctl.WriteFrame(local + ":" + std::to_string(my_port) +
+                                           " " + out->hosts[job.rank] + " " +
+                                           job.settings,
+                                       deadline));
     std::string table;
     st = ctl.ReadFrame(static_cast<size_t>(n) * 520 + 64, verdict_deadline,
                        &table);

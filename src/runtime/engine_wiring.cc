@@ -10,6 +10,7 @@ Status EngineImpl::Start() {
             "HOROVOD_KEEP_FREED_MEMORY: the C library does not "
             "support it (not glibc)");
   Mesh mesh;
+  job_.settings = AgreedSettings(knobs_);
   HVD_RETURN_IF_ERROR(EstablishMesh(job_, &mesh));
   if (job_.size == 1) {
     fabric_ = std::make_unique<LoopbackFabric>(1);

@@ -901,6 +901,35 @@ TEST(Engine, RanksThatDisagreeOnTheBoardFallBackTogether) {
   ExpectEveryRankOk(failures);
 }
 
+// Ranks whose knobs would read each other's messages or shared memory
+// differently (here the response cache's capacity) are refused at start, on
+// every rank, naming the knob, both values and both ranks.
+TEST(Engine, RanksWithSettingsThatMustAgreeButDoNotAreRefused) {
+  const int n = 3;
+  const std::vector<std::string> failures = RunRanks(
+      n, [&](Engine*, int, std::string* fail) { *fail += "started;"; },
+      [](int r) {
+        Knobs k;
+        if (r == 2) k.cache_capacity = 16;
+        return k;
+      });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_NE(failures[r].find("HOROVOD_CACHE_CAPACITY differs between ranks: "
+                               "1024 on rank 0, 16 on rank 2"),
+              std::string::npos)
+        << "rank " << r << ": " << failures[r];
+  }
+  // Knobs that are each rank's own may differ.
+  ExpectEveryRankOk(RunRanks(
+      2, [&](Engine*, int, std::string*) {},
+      [](int r) {
+        Knobs k;
+        k.operation_timeout_s = r == 0 ? 30 : 40;
+        k.caller_drives = r == 0;
+        return k;
+      }));
+}
+
 TEST(Engine, WrongSecretIsRefused) {
   const int port = FreePort();
   Status st0, st1;

@@ -91,5 +91,20 @@ TEST(Knobs, TheTableNamesEachVariableOnceWithItsDefaultAndRange) {
   EXPECT_EQ(KnobRange(find("HOROVOD_SHM_DISABLE")), "");
 }
 
+TEST(Knobs, AgreedSettingsListTheKnobsEveryRankMustShare) {
+  Knobs k;
+  k.cache_capacity = 7;
+  k.hierarchical_allreduce = true;
+  k.fusion_threshold = 5;  // rank 0's alone: not listed
+  const std::string s = AgreedSettings(k);
+  EXPECT_NE(s.find("HOROVOD_CACHE_CAPACITY=7"), std::string::npos) << s;
+  EXPECT_NE(s.find("HOROVOD_HIERARCHICAL_ALLREDUCE=1"), std::string::npos) << s;
+  EXPECT_NE(s.find("HOROVOD_SHM_BUFFER_BYTES=4194304"), std::string::npos) << s;
+  EXPECT_EQ(s.find("HOROVOD_FUSION_THRESHOLD"), std::string::npos) << s;
+  EXPECT_EQ(s.find(' '), std::string::npos) << s;
+  EXPECT_EQ(AgreedSettings(Knobs()), AgreedSettings(Knobs()));
+  EXPECT_NE(AgreedSettings(Knobs()), s);
+}
+
 }  // namespace
 }  // namespace horovod

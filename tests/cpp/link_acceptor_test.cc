@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "rendezvous/peer_table.h"
+
 namespace horovod {
 namespace {
 
@@ -243,6 +245,39 @@ TEST(LinkAcceptor, TimeoutNamesTheRanksThatNeverCame) {
             std::string::npos)
       << out.status.message();
   EXPECT_LT(out.seconds, 3);
+}
+
+TEST(PeerTable, AnnouncementsCarrySettingsThatRankZeroCompares) {
+  std::string addr, host, settings;
+  ASSERT_TRUE(
+      ParseAnnouncement("10.0.0.2:4000 hostB A=1;B=2", &addr, &host, &settings)
+          .ok());
+  EXPECT_EQ(addr, "10.0.0.2:4000");
+  EXPECT_EQ(host, "hostB");
+  EXPECT_EQ(settings, "A=1;B=2");
+  ASSERT_TRUE(
+      ParseAnnouncement("10.0.0.2:4000 hostB", &addr, &host, &settings).ok());
+  EXPECT_EQ(settings, "");
+  EXPECT_FALSE(
+      ParseAnnouncement("10.0.0.2:4000 hostB A=\x01", &addr, &host, &settings)
+          .ok());
+  EXPECT_FALSE(ParseAnnouncement("10.0.0.2:4000 hostB " +
+                                     std::string(kMaxAnnouncementBytes, 'x'),
+                                 &addr, &host, &settings)
+                   .ok());
+
+  EXPECT_TRUE(CompareSettings("A=1;B=2", "A=1;B=2", 3).ok());
+  Status st = CompareSettings("A=1;B=2", "A=1;B=5", 3);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("B differs between ranks: 2 on rank 0, 5 on "
+                              "rank 3"),
+            std::string::npos)
+      << st.message();
+  st = CompareSettings("A=1", "A=1;C=4", 2);
+  EXPECT_NE(st.message().find("C differs between ranks: (unset) on rank 0, 4 "
+                              "on rank 2"),
+            std::string::npos)
+      << st.message();
 }
 
 }  // namespace

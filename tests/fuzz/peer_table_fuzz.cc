@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         __builtin_trap();
     }
   }
-  std::string addr, key;
-  (void)horovod::ParseAnnouncement(text, &addr, &key);
+  std::string addr, key, settings;
+  if (horovod::ParseAnnouncement(text, &addr, &key, &settings).ok())
+    (void)horovod::CompareSettings("HOROVOD_CACHE_CAPACITY=1024", settings, 1);
   return 0;
 }

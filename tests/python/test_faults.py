@@ -331,3 +331,20 @@ def test_rank_that_never_starts_fails_rendezvous_naming_it():
             assert took < 3 + 10
     finally:
         kill_all(ranks)
+
+
+def test_settings_that_must_agree_fail_init_on_every_rank_naming_them():
+    # One rank's response cache differs: the ranks would misread each
+    # other's cache slots, so init fails everywhere, at once, saying which
+    # knob differs where.
+    ranks = [Watched(p) for p in spawn_ranks(
+        3, "faults.py", "init",
+        rank_env=lambda r: {"HOROVOD_CACHE_CAPACITY": "16"} if r == 1 else {})]
+    try:
+        for r, w in enumerate(ranks):
+            assert w.finish(60) not in (0, None), (r, w.out)
+            last = w.last_line()
+            assert ("HOROVOD_CACHE_CAPACITY differs between ranks: 1024 on "
+                    "rank 0, 16 on rank 1") in last, (r, last)
+    finally:
+        kill_all(ranks)
