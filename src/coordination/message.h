@@ -6,8 +6,8 @@
 
 #include <horovod/types.h>
 
+#include <charconv>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -58,8 +58,9 @@ inline const std::string& TensorKey(int32_t process_set,
                                     const std::string& name, std::string* key) {
   key->clear();
   char digits[16];
-  const int n = std::snprintf(digits, sizeof(digits), "%d", process_set);
-  key->append(digits, static_cast<size_t>(n));
+  const auto end =
+      std::to_chars(digits, digits + sizeof(digits), process_set).ptr;
+  key->append(digits, end);
   key->push_back(':');
   key->append(name);
   return *key;
