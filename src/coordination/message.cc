@@ -49,6 +49,23 @@ void AddTensor(Response* to, Response&& from, size_t i) {
   to->shapes.push_back(std::move(from.shapes[i]));
 }
 
+void AssignParams(Response* to, const Response& from) {
+  to->op = from.op;
+  to->error = false;
+  to->error_message.clear();
+  to->dtype = from.dtype;
+  to->reduce_op = from.reduce_op;
+  to->root = from.root;
+  to->device = from.device;
+  to->process_set = from.process_set;
+  to->prescale = from.prescale;
+  to->postscale = from.postscale;
+  to->sizes.clear();
+  to->set_id = 0;
+  to->set_ranks.clear();
+  to->last_joined = -1;
+}
+
 int64_t TensorBytes(DataType dtype, const std::vector<int64_t>& shape) {
   int64_t n = static_cast<int64_t>(DataTypeSize(dtype));
   for (int64_t d : shape) n *= d;

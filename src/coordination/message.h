@@ -149,6 +149,10 @@ TensorGroup GroupOf(const Response& r, size_t i);
 // form moves them out of `from`.
 void AddTensor(Response* to, const Response& from, size_t i);
 void AddTensor(Response* to, Response&& from, size_t i);
+// Gives `to` the op and parameters of `from`, without error, member sizes or
+// process-set fields; its names, shapes, groups and slots are left as they
+// are (a caller refilling a response in place keeps their capacity).
+void AssignParams(Response* to, const Response& from);
 // Bytes of a tensor of `dtype` and `shape`.
 int64_t TensorBytes(DataType dtype, const std::vector<int64_t>& shape);
 // The fusion rule (the coordinator's, and the ready board's): the response

@@ -20,19 +20,9 @@ bool SameParams(const Response& a, const Response& b, size_t i) {
 
 // Tensor `i` of `r` as a response of its own.
 void AssignSingle(const Response& r, size_t i, Response* out) {
-  out->op = r.op;
-  out->error = false;
-  out->error_message.clear();
+  AssignParams(out, r);
   out->names.assign(1, r.names[i]);
-  out->dtype = r.dtype;
-  out->reduce_op = r.reduce_op;
-  out->root = r.root;
-  out->device = r.device;
-  out->process_set = r.process_set;
-  out->prescale = r.prescale;
-  out->postscale = r.postscale;
   out->shapes.assign(1, r.shapes[i]);
-  out->sizes.clear();
   const TensorGroup g = GroupOf(r, i);
   out->groups.clear();
   if (g.size > 0) out->groups.push_back(g);

@@ -126,27 +126,6 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
 
 namespace {
 
-// Starts out as a response of its own for cached tensor `c` (one tensor;
-// never grouped, as BoardEligible requires), keeping the capacity `out`'s
-// lists have from earlier rounds.
-void Restart(Response* out, const Response& c) {
-  out->op = c.op;
-  out->error = false;
-  out->error_message.clear();
-  out->dtype = c.dtype;
-  out->reduce_op = c.reduce_op;
-  out->root = c.root;
-  out->device = c.device;
-  out->process_set = c.process_set;
-  out->prescale = c.prescale;
-  out->postscale = c.postscale;
-  out->sizes.clear();
-  out->set_id = 0;
-  out->set_ranks.clear();
-  out->last_joined = -1;
-  out->groups.clear();
-}
-
 // Makes tensor `k` of `out` cached tensor `c` under `slot`, in place when
 // an earlier round left one there: in steady state every round fuses the
 // same tensors, and this allocates nothing.
@@ -196,7 +175,9 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       t = static_cast<int>(board_bytes_.size());
       if (board_responses_.size() <= static_cast<size_t>(t))
         board_responses_.emplace_back();
-      Restart(&board_responses_[t], c);
+      // Never grouped (BoardEligible): no groups to keep.
+      AssignParams(&board_responses_[t], c);
+      board_responses_[t].groups.clear();
       board_bytes_.push_back(0);
       board_counts_.push_back(0);
     }

@@ -539,13 +539,20 @@ const char* const kAttrs[] = {
     "reduce_op: int = 1", "prescale: float = 1.0", "postscale: float = 1.0",
     "root: int = 0",      "process_set: int = 0",  nullptr};
 
-bool RegisterOps() {
-  TfStatus op_status, alltoall_status, eager_status, kernel_status;
-  TF_OpDefinitionBuilder* b = TF_NewOpDefinitionBuilder("HorovodCollective");
+// An op over a list of tensors of any supported types, one output per
+// input, with an int64 input after them named `extra`.
+TF_OpDefinitionBuilder* ListOp(const char* name, const char* extra) {
+  TF_OpDefinitionBuilder* b = TF_NewOpDefinitionBuilder(name);
   TF_OpDefinitionBuilderAddInput(b, "tensors: T");
-  TF_OpDefinitionBuilderAddInput(b, "numbers: int64");
+  TF_OpDefinitionBuilderAddInput(b, extra);
   TF_OpDefinitionBuilderAddOutput(b, "outputs: T");
   TF_OpDefinitionBuilderAddAttr(b, "T: list(" HVD_TF_TYPES ") >= 1");
+  return b;
+}
+
+bool RegisterOps() {
+  TfStatus op_status, alltoall_status, eager_status, kernel_status;
+  TF_OpDefinitionBuilder* b = ListOp("HorovodCollective", "numbers: int64");
   Register(b, kAttrs);
   TF_RegisterOpDefinition(b, op_status.s);
 
@@ -559,11 +566,7 @@ bool RegisterOps() {
   Register(b, kAttrs);
   TF_RegisterOpDefinition(b, alltoall_status.s);
 
-  b = TF_NewOpDefinitionBuilder("HorovodEagerCollective");
-  TF_OpDefinitionBuilderAddInput(b, "tensors: T");
-  TF_OpDefinitionBuilderAddInput(b, "plan: int64");
-  TF_OpDefinitionBuilderAddOutput(b, "outputs: T");
-  TF_OpDefinitionBuilderAddAttr(b, "T: list(" HVD_TF_TYPES ") >= 1");
+  b = ListOp("HorovodEagerCollective", "plan: int64");
   TF_OpDefinitionBuilderSetIsStateful(b, true);
   TF_RegisterOpDefinition(b, eager_status.s);
 
