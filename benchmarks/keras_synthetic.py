@@ -21,6 +21,15 @@ import sys
 import time
 
 
+def one_thread(tf):
+    """Each worker computes on one thread, as the torch benchmark's
+    --num-threads 1: with one intra-op thread TensorFlow's inter-op pool
+    still keeps a second thread busy, so one worker used 1.1-1.4 of this
+    machine's 2 cores and two workers could not double it."""
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
 def build_model(keras):
     return keras.Sequential([
         keras.Input((32, 32, 3)),
@@ -78,7 +87,7 @@ def loop_rate(step, x, y, args):
 
 def run_hvd(args):
     import tensorflow as tf
-    tf.config.threading.set_intra_op_parallelism_threads(1)
+    one_thread(tf)
     import keras
     import horovod.keras as hvd
     hvd.init()
@@ -105,7 +114,7 @@ def run_hvd_loop(args):
     """The custom loop of the MultiWorkerMirroredStrategy run, with
     Horovod's DistributedGradientTape instead of the strategy."""
     import tensorflow as tf
-    tf.config.threading.set_intra_op_parallelism_threads(1)
+    one_thread(tf)
     import keras
     import horovod.tensorflow as hvd
     hvd.init()
@@ -164,7 +173,7 @@ def run_mwms_worker(args):
     reduced first batch), so the step is the one TensorFlow's guide writes
     by hand, with the same model, optimizer and per-worker batch."""
     import tensorflow as tf
-    tf.config.threading.set_intra_op_parallelism_threads(1)
+    one_thread(tf)
     import keras
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     n = strategy.num_replicas_in_sync

@@ -215,7 +215,8 @@ def main():
              "\n## Two simulated hosts of two ranks (np=4): hierarchical vs flat allreduce\n",
              hosts_table(res),
              "\n## Training (torch: resnet18, 64 px, batch 16 per rank; Keras: "
-             "small CNN, 32 px, batch 32 per worker; 1 intra-op thread)\n",
+             "small CNN, 32 px, batch 32 per worker; one compute thread per "
+             "worker)\n",
              "\n".join(f"- {k[0]} np={k[1]}: {v:.1f} img/s total" for k, v in sorted(train.items())),
              "\n## Allreduce tables\n", tables(res), "\n## Plots\n"]
     parts += [f"![{p}]({p})" for p in pngs]
