@@ -169,12 +169,14 @@ struct Plan {
 // dispatch handles one type attribute per call instead of the plan's eight
 // (a large share of a small collective's time). horovod.tensorflow
 // registers each distinct plan once. Plans are never removed, so a plan's
-// address stays valid; the table holds at most kMaxPlans.
+// address stays valid; the table holds at most kMaxPlans (a program that
+// names its operations anew every step fills it, and its later calls carry
+// their attributes instead).
 //
 // Thread-safe.
 class PlanTable {
  public:
-  static constexpr size_t kMaxPlans = 1 << 20;
+  static constexpr size_t kMaxPlans = 1 << 16;
 
   // The plan's number, or -1 when the table is full.
   int64_t Add(std::unique_ptr<Plan> plan) {
@@ -611,8 +613,9 @@ extern "C" __attribute__((visibility("default"))) int horovod_tf_bind(
 }
 
 // Registers a plan for HorovodEagerCollective (through ctypes): `n` units of
-// kinds[u] over sizes[u] inputs named names[u]. Returns the plan's number,
-// or -1 with a message in `error`.
+// kinds[u] over sizes[u] inputs named names[u]. Returns the plan's number;
+// -1 with a message in `error` for units that make no sense; -2 when the
+// table is full.
 extern "C" __attribute__((visibility("default"))) int64_t horovod_tf_plan(
     const int64_t* kinds, const int64_t* sizes, const char* const* names, int n,
     int reduce_op, double prescale, double postscale, int root, int process_set,
@@ -626,13 +629,12 @@ extern "C" __attribute__((visibility("default"))) int64_t horovod_tf_plan(
   std::vector<std::string> unit_names;
   for (int u = 0; u < n; ++u) unit_names.emplace_back(names[u]);
   std::string message;
-  int64_t id = -1;
-  if (plan->SetUnits(kinds, sizes, unit_names.data(),
-                     n > 0 ? static_cast<size_t>(n) : 0, &message)) {
-    id = horovod::tensorflow::PlanTable::Process().Add(std::move(plan));
-    if (id < 0) message = "horovod: too many distinct TensorFlow plans";
+  if (!plan->SetUnits(kinds, sizes, unit_names.data(),
+                      n > 0 ? static_cast<size_t>(n) : 0, &message)) {
+    if (error_size > 0) std::snprintf(error, error_size, "%s", message.c_str());
+    return -1;
   }
-  if (id < 0 && error_size > 0)
-    std::snprintf(error, error_size, "%s", message.c_str());
-  return id;
+  const int64_t id =
+      horovod::tensorflow::PlanTable::Process().Add(std::move(plan));
+  return id < 0 ? -2 : id;
 }

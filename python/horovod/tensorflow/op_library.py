@@ -79,8 +79,8 @@ def _on_engine(engine):
 _collectives.basics.add_engine_listener(_on_engine)
 
 
-# The attributes of named eager alltoall units, computed once per distinct
-# units.
+# The attributes of named eager units (alltoall's, and any once the plan
+# table is full), computed once per distinct units.
 _named = {}
 
 
@@ -125,14 +125,21 @@ def allreduce_units(name):
 # Eagerly: (units, process set, reduction, scales, root) -> (plan number,
 # the plan input when every unit is named, else None).
 _plans = {}
+# Set once the library's plan table is full: new arguments then go with
+# their attributes (HorovodCollective), as in a graph.
+_plans_full = False
 
 
 def _eager_plan(units, process_set_id, reduce_op, prescale, postscale, root):
     """The plan input of HorovodEagerCollective for these arguments: the
-    plan's number, then each unit's name number (-1 when named)."""
+    plan's number, then each unit's name number (-1 when named); None when
+    the library holds no more plans."""
+    global _plans_full
     key = (units, process_set_id, reduce_op, prescale, postscale, root)
     entry = _plans.get(key)
     if entry is None:
+        if _plans_full:
+            return None
         n = len(units)
         names = [(_ops.op_name(u.prefix, u.name, 0) if u.name
                   else u.prefix + ".noname.").encode() for u in units]
@@ -142,6 +149,9 @@ def _eager_plan(units, process_set_id, reduce_op, prescale, postscale, root):
                        (ctypes.c_char_p * n)(*names), n, int(reduce_op),
                        float(prescale), float(postscale), int(root),
                        int(process_set_id), error, len(error))
+        if number == -2:
+            _plans_full = True
+            return None
         if number < 0:
             raise HorovodInternalError(error.value.decode())
         named = all(u.name for u in units)
@@ -194,18 +204,23 @@ def collective(units, tensors, process_set_id, eager, reduce_op=_ops.Sum,
                prescale=1.0, postscale=1.0, root=0):
     """Runs `units` (a tuple of Unit) over `tensors` (laid out unit after
     unit); returns one output per tensor."""
-    if eager:
-        try:
-            return _run_eager(tensors, _eager_plan(
-                units, process_set_id, reduce_op, prescale, postscale, root))
-        except tf.errors.OpError as e:
-            raise _horovod_error(e) from None
-    kinds, sizes, names, numbers = _attributes(units, process_set_id, eager)
-    return _lib.horovod_collective(
-        tensors, numbers, kinds=kinds, sizes=sizes, names=names,
-        reduce_op=int(reduce_op), prescale=float(prescale),
-        postscale=float(postscale), root=int(root),
-        process_set=process_set_id)
+    try:
+        if eager:
+            plan = _eager_plan(units, process_set_id, reduce_op, prescale,
+                               postscale, root)
+            if plan is not None:
+                return _run_eager(tensors, plan)
+        kinds, sizes, names, numbers = _attributes(units, process_set_id,
+                                                   eager)
+        return _lib.horovod_collective(
+            tensors, numbers, kinds=kinds, sizes=sizes, names=names,
+            reduce_op=int(reduce_op), prescale=float(prescale),
+            postscale=float(postscale), root=int(root),
+            process_set=process_set_id)
+    except tf.errors.OpError as e:
+        if not eager:
+            raise
+        raise _horovod_error(e) from None
 
 
 def alltoall(tensor, splits, prefix, name, process_set_id, eager):

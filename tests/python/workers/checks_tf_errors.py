@@ -76,6 +76,18 @@ def check_eager_op_refuses_plans_it_does_not_have():
     raises(tf.errors.InvalidArgumentError,
            lambda: lib._run_eager([x], plan[:1]), "do not match the plan")
     assert np.allclose(lib._run_eager([x], plan)[0].numpy(), [n, n])
+    # Once the library holds no more plans, new arguments carry their
+    # attributes instead, with the same results and errors.
+    lib._plans_full = True
+    try:
+        y = hvd.allreduce(tf.constant([float(r)]), op=hvd.Sum,
+                          name="after.full")
+        assert np.allclose(y.numpy(), [sum(range(n))]), y
+        raises(hvd.HorovodInternalError,
+               lambda: hvd.allreduce(tf.ones([r + 1]), name="shape.full"),
+               "Mismatched allreduce tensor shapes", "rank 0", "rank 1")
+    finally:
+        lib._plans_full = False
     still_working()
 
 
