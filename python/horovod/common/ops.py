@@ -78,11 +78,6 @@ def engine_call(fn, *args):
 _OK = _core.StatusCode.ok
 
 
-def _raise_for(code, message):
-    if code != _OK:
-        raise HorovodInternalError(message)
-
-
 class HandleTable:
     """Integer handles, as users of upstream's API hold them, mapped to the
     engine's handles and to the adapter's `finish(core_handles)`, which
@@ -111,15 +106,18 @@ class HandleTable:
         return all(h.poll() for h in entry[0])
 
     def synchronize(self, handle):
-        """Waits for the operation and returns finish()'s result. A handle
-        that is unknown or already synchronized returns None, as upstream."""
+        """Waits for the operation and returns finish()'s result (`arrays`
+        itself when finish is None). A handle that is unknown or already
+        synchronized returns None, as upstream."""
         entry = self._entries.pop(handle, None)
         if entry is None:
             return None
-        core_handles, finish, _ = entry
+        core_handles, finish, arrays = entry
         for h in core_handles:
-            _raise_for(*h.wait())
-        return finish(core_handles)
+            code, message = h.wait()
+            if code != _OK:
+                raise HorovodInternalError(message)
+        return arrays if finish is None else finish(core_handles)
 
 
 def _is_numpy_bfloat16(a):
@@ -204,14 +202,23 @@ class Collectives:
                     reduce_op=Sum, prescale=1.0, postscale=1.0, root=0,
                     process_set=global_process_set):
         """enqueue for one array already exported as a DLPack `capsule`
-        (`keep`: what must stay alive until synchronize), with no splits:
-        the per-call path of the common collectives. `op` is an OpType's
-        value (reading an enum member's value costs more than the rest)."""
-        ps = self.process_set_id(process_set)
-        full_name = op_name(prefix, name,
-                            0 if name else self.unnamed_number(ps))
-        core = engine_call(self._basics.engine.enqueue_one, op, capsule,
-                           full_name, reduce_op, prescale, postscale, root, ps)
+        (`keep`: what must stay alive until synchronize, and its result
+        when `finish` is None), with no splits: the per-call path of the
+        common collectives, written flat (each call layer costs a tensor's
+        share of the engine's own time). `op` is an OpType's value (reading
+        an enum member's value costs more than the rest)."""
+        ps = 0 if process_set is global_process_set else \
+            self.process_set_id(process_set)
+        full_name = "%s.%s" % (prefix, name) if name else \
+            op_name(prefix, name, self.unnamed_number(ps))
+        engine = self._basics.engine
+        try:
+            core = engine.enqueue_one(op, capsule, full_name, reduce_op,
+                                      prescale, postscale, root, ps)
+        except ValueError as e:
+            raise HorovodInvalidArgumentError(str(e)) from None
+        except RuntimeError as e:
+            raise HorovodInternalError(str(e)) from None
         return self.handles.add((core,), finish, keep)
 
     def poll(self, handle):

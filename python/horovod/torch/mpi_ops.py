@@ -83,11 +83,13 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
                      prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
     if tensor.is_contiguous():  # the common case: written where it lies
-        work = tensor.detach()
+        # torch's DLPack export takes tensors that require grad as they
+        # are (the engine writes the memory, as through a detached view),
+        # and synchronize returns the tensor itself.
         return _collectives.enqueue_one(
-            _ALLREDUCE, _to_dlpack(work), work, "allreduce", name,
-            lambda _: tensor, resolve_op(average, op), prescale_factor,
-            postscale_factor, process_set=process_set)
+            _ALLREDUCE, _to_dlpack(tensor), tensor, "allreduce", name, None,
+            resolve_op(average, op), prescale_factor, postscale_factor,
+            process_set=process_set)
     works, finish = _inplace_targets([tensor])
     return _enqueue(
         _OP.allreduce, works, "allreduce", name, lambda c: finish(c)[0],

@@ -53,6 +53,21 @@ def check_allreduce_in_place_large():
           * sum(k + 1 for k in ranks))
 
 
+def check_allreduce_in_place_returns_the_tensor_itself():
+    # Also for a leaf that requires grad (written as through a detached
+    # view); the async form's handle returns the same object.
+    w = torch.full((5,), float(r + 1), requires_grad=True)
+    out = hvd.allreduce_(w, op=hvd.Sum, name="inplace.leaf")
+    assert out is w
+    assert w.requires_grad and w.grad_fn is None
+    close(w.detach(), torch.full((5,), float(sum(k + 1 for k in ranks))))
+    t = torch.ones(3) * (r + 1)
+    h = hvd.allreduce_async_(t, op=hvd.Average, name="inplace.async")
+    assert hvd.synchronize(h) is t
+    close(t, torch.full((3,), sum(k + 1 for k in ranks) / n))
+    assert hvd.synchronize(h) is None  # already synchronized, as upstream
+
+
 def check_allreduce_in_place_non_contiguous():
     base = torch.ones(6, 4) * (r + 1)
     nc = base[:, ::2]

@@ -118,8 +118,12 @@ def check_synchronize_then_skip_synchronize_averages_once():
                                    named_parameters=m.named_parameters())
     hvd.broadcast_parameters(m.state_dict(), root_rank=0)
     before = params(m)
+    # This rank's own gradients, taken without the optimizer's hooks: once
+    # backward() has run, p.grad is being averaged in place and may already
+    # hold the result.
+    local = torch.autograd.grad(m(X[0, r * B:(r + 1) * B]).sum() * (r + 1),
+                                list(m.parameters()))
     (m(X[0, r * B:(r + 1) * B]).sum() * (r + 1)).backward()
-    local = [p.grad.clone() for p in m.parameters()]
     opt.synchronize()
     # Every rank now holds the average of the ranks' gradients.
     for p, g in zip(m.parameters(), local):
