@@ -168,6 +168,8 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<EngineImpl> impl);
+  // OK for the collectives Enqueue starts; else the error naming `op`.
+  Status Startable(OpType op) const;
   std::unique_ptr<EngineImpl> impl_;
 };
 

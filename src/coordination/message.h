@@ -48,12 +48,9 @@ inline bool MovesData(Op op) { return op <= Op::kReducescatter; }
 constexpr const char* kJoinTensorName = "__join__";
 
 // The identity the coordinator, the cache and the queue key a tensor on: a
-// name is unique per process set.
-inline std::string TensorKey(int32_t process_set, const std::string& name) {
-  return std::to_string(process_set) + ":" + name;
-}
-// The same written into `*key`, whose capacity a caller that looks up one
-// tensor after another reuses instead of allocating a key per lookup.
+// name is unique per process set. Written into `*key`, whose capacity a
+// caller that looks up one tensor after another reuses instead of
+// allocating a key per lookup; the second form returns a fresh string.
 inline const std::string& TensorKey(int32_t process_set,
                                     const std::string& name, std::string* key) {
   key->clear();
@@ -64,6 +61,11 @@ inline const std::string& TensorKey(int32_t process_set,
   key->push_back(':');
   key->append(name);
   return *key;
+}
+inline std::string TensorKey(int32_t process_set, const std::string& name) {
+  std::string key;
+  TensorKey(process_set, name, &key);
+  return key;
 }
 
 // The group a tensor was submitted in (a grouped collective): the

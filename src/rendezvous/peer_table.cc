@@ -1,6 +1,8 @@
 #include "rendezvous/peer_table.h"
 
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 namespace horovod {
 
@@ -17,6 +19,43 @@ Status ParseAddress(const std::string& text, std::string* host, int* port) {
   return Status::OK();
 }
 
+namespace {
+
+// Printable ASCII without spaces.
+bool Printable(const std::string& s) {
+  for (char c : s)
+    if (c <= ' ' || c > '~') return false;
+  return true;
+}
+
+// "NAME=value;..." as (name, value) pairs, in order.
+std::vector<std::pair<std::string, std::string>> SplitSettings(
+    const std::string& s) {
+  std::vector<std::pair<std::string, std::string>> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(';', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    out.emplace_back(item.substr(0, eq),
+                     eq == std::string::npos ? "" : item.substr(eq + 1));
+    pos = end + 1;
+  }
+  return out;
+}
+
+// The value of `name` among `settings`, or "(unset)".
+std::string SettingOf(
+    const std::vector<std::pair<std::string, std::string>>& settings,
+    const std::string& name) {
+  for (const auto& kv : settings)
+    if (kv.first == name) return kv.second;
+  return "(unset)";
+}
+
+}  // namespace
+
 Status ParseAnnouncement(const std::string& text, std::string* addr,
                          std::string* host_key, std::string* settings) {
   size_t space = text.find(' ');
@@ -29,59 +68,29 @@ Status ParseAnnouncement(const std::string& text, std::string* addr,
                                                          : second - space - 1);
   settings->clear();
   if (second != std::string::npos) *settings = text.substr(second + 1);
-  for (char c : *settings)
-    if (c <= ' ' || c > '~') return Status::Aborted("malformed settings");
+  if (!Printable(*settings)) return Status::Aborted("malformed settings");
   if (host_key->empty()) return Status::Aborted("empty host key");
-  for (char c : *host_key)
-    if (c <= ' ' || c > '~') return Status::Aborted("malformed host key");
+  if (!Printable(*host_key)) return Status::Aborted("malformed host key");
   std::string h;
   int p;
   return ParseAddress(*addr, &h, &p);
 }
 
-namespace {
-
-// The value of `name` in "NAME=value;...", or "(unset)".
-std::string SettingOf(const std::string& settings, const std::string& name) {
-  size_t pos = 0;
-  while (pos <= settings.size()) {
-    size_t end = settings.find(';', pos);
-    if (end == std::string::npos) end = settings.size();
-    const std::string item = settings.substr(pos, end - pos);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos && item.compare(0, eq, name) == 0 &&
-        eq == name.size())
-      return item.substr(eq + 1);
-    pos = end + 1;
-  }
-  return "(unset)";
-}
-
-}  // namespace
-
 Status CompareSettings(const std::string& mine, const std::string& theirs,
                        int rank) {
   if (mine == theirs) return Status::OK();
+  const auto a = SplitSettings(mine), b = SplitSettings(theirs);
   // Every name either side has, rank 0's first.
-  std::vector<std::string> names;
-  for (const std::string* s : {&mine, &theirs}) {
-    size_t pos = 0;
-    while (pos < s->size()) {
-      size_t end = s->find(';', pos);
-      if (end == std::string::npos) end = s->size();
-      const std::string item = s->substr(pos, end - pos);
-      names.push_back(item.substr(0, item.find('=')));
-      pos = end + 1;
+  for (const auto* side : {&a, &b})
+    for (const auto& kv : *side) {
+      const std::string va = SettingOf(a, kv.first),
+                        vb = SettingOf(b, kv.first);
+      if (va != vb)
+        return Status::InvalidArgument(
+            kv.first + " differs between ranks: " + va + " on rank 0, " + vb +
+            " on rank " + std::to_string(rank) +
+            "; it must be equal on every rank");
     }
-  }
-  for (const std::string& name : names) {
-    const std::string a = SettingOf(mine, name), b = SettingOf(theirs, name);
-    if (a != b)
-      return Status::InvalidArgument(name + " differs between ranks: " + a +
-                                     " on rank 0, " + b + " on rank " +
-                                     std::to_string(rank) +
-                                     "; it must be equal on every rank");
-  }
   return Status::InvalidArgument("settings differ between rank 0 and rank " +
                                  std::to_string(rank));
 }

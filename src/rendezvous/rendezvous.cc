@@ -17,8 +17,6 @@
 namespace horovod {
 namespace {
 
-// An announcement is "host:port host-key"; host keys are cut at 200.
-
 // Single-host launches without a launcher-provided address (mpirun, torchrun)
 // publish rank 0's port and a fresh secret in a file only this user can read.
 Status PublishRendezvousFile(const std::string& path, int port,

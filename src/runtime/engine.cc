@@ -82,34 +82,28 @@ Status Engine::GroupedReducescatter(const std::vector<TensorView>& ts,
 }
 Status Engine::Enqueue(OpType op, const std::vector<TensorView>& ts,
                        const CollectiveArgs& a, std::vector<Handle>* hs) {
-  switch (op) {
-    case OpType::kAllreduce:
-    case OpType::kAllgather:
-    case OpType::kBroadcast:
-    case OpType::kReducescatter:
-      return Many(*impl_, op, ts, a, hs);
-    case OpType::kAlltoall:
-      if (ts.size() != 1)
-        return Status::InvalidArgument("alltoall takes one tensor, got " +
-                                       std::to_string(ts.size()) + " (rank " +
-                                       std::to_string(rank()) + ")");
-      return Many(*impl_, op, ts, a, hs);
-    default:
-      return Status::InvalidArgument(
-          std::string("Engine::Enqueue cannot start ") + OpTypeName(op) +
-          "; call it directly (rank " + std::to_string(rank()) + ")");
-  }
+  HVD_RETURN_IF_ERROR(Startable(op));
+  if (op == OpType::kAlltoall && ts.size() != 1)
+    return Status::InvalidArgument("alltoall takes one tensor, got " +
+                                   std::to_string(ts.size()) + " (rank " +
+                                   std::to_string(rank()) + ")");
+  return Many(*impl_, op, ts, a, hs);
 }
 
 Status Engine::Enqueue(OpType op, const TensorView& t, const CollectiveArgs& a,
                        Handle* h) {
+  HVD_RETURN_IF_ERROR(Startable(op));
+  return impl_->Enqueue(op, &t, 1, a, h);
+}
+
+Status Engine::Startable(OpType op) const {
   switch (op) {
     case OpType::kAllreduce:
     case OpType::kAllgather:
     case OpType::kBroadcast:
     case OpType::kAlltoall:
     case OpType::kReducescatter:
-      return impl_->Enqueue(op, &t, 1, a, h);
+      return Status::OK();
     default:
       return Status::InvalidArgument(
           std::string("Engine::Enqueue cannot start ") + OpTypeName(op) +
