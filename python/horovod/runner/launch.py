@@ -9,6 +9,7 @@ and its children; when a rank fails the job stops and the exit names it.
 
 import argparse
 import ctypes
+import json
 import os
 import secrets
 import signal
@@ -19,8 +20,8 @@ import threading
 import time
 
 import horovod
+from horovod.runner.hosts import LaunchError, SshSettings, find_addresses, is_local
 
-_LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
 # After Ctrl-C, ranks get this long to exit on SIGINT before SIGTERM, and
 # as long again before SIGKILL.
 _INT_GRACE_S = 5.0
@@ -38,11 +39,6 @@ def _parse_hosts(spec, np):
         name, _, slots = item.partition(":")
         hosts.append((name, int(slots) if slots else 1))
     return hosts
-
-
-def _is_local(host):
-    return host in _LOCAL_NAMES or host in (socket.gethostname(),
-                                           socket.getfqdn())
 
 
 def _free_port():
@@ -182,39 +178,126 @@ def _isatty(sink):
         return False
 
 
+# Variables that describe the launcher's own host or session; a remote rank
+# gets its host's own.
+_HOST_SPECIFIC = {"HOSTNAME", "HOST", "PWD", "OLDPWD", "SHLVL", "_", "TERM",
+                  "DISPLAY", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY",
+                  "SSH_AUTH_SOCK", "SSH_AGENT_PID", "TMUX", "TMUX_PANE",
+                  "XDG_RUNTIME_DIR", "XDG_SESSION_ID", "MAIL", "LS_COLORS"}
+
+
+class _Rank:
+    """One rank: where it runs and how it is started. A remote rank's
+    command is ssh running the launcher's agent (horovod.runner.remote),
+    which receives `header` (the rank's environment and command) on its
+    standard input."""
+
+    def __init__(self, rank, host, env, command, ssh):
+        self.rank = rank
+        self.host = host
+        self.proc = None
+        if is_local(host):
+            self.argv, self.env, self.header = list(command), env, None
+        else:
+            agent = [sys.executable, "-m", "horovod.runner.remote"]
+            self.argv = ssh.argv(host, agent)
+            self.env = None  # ssh itself runs in the launcher's environment
+            self.header = {"cwd": os.getcwd(), "command": list(command),
+                           "env": {k: v for k, v in env.items()
+                                   if k not in _HOST_SPECIFIC}}
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            self.argv, env=self.env,
+            stdin=subprocess.DEVNULL if self.header is None else subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=_die_with_parent)
+        if self.header is not None:
+            self._tell(json.dumps(self.header))
+
+    def _tell(self, line):
+        try:
+            self.proc.stdin.write((line + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    def signal(self, sig):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if self.header is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            return
+        name = {signal.SIGINT: "INT", signal.SIGTERM: "TERM"}.get(sig, "KILL")
+        self._tell(name)
+        if sig == signal.SIGKILL:
+            # The agent kills the rank when its input ends; ssh goes too.
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+
+
+def placement(hosts, np):
+    """(host, local_rank, local_size, cross_rank, cross_size) per rank: ranks
+    fill the hosts in the order given, each up to its slots."""
+    local_sizes = []
+    for _, slots in hosts:
+        if sum(local_sizes) >= np:
+            break
+        local_sizes.append(min(slots, np - sum(local_sizes)))
+    out = []
+    for cross_rank, n_local in enumerate(local_sizes):
+        for local_rank in range(n_local):
+            out.append((hosts[cross_rank][0], local_rank, n_local, cross_rank,
+                        len(local_sizes)))
+    return out
+
+
 class _Job:
-    def __init__(self, command, env_base, hosts, np, verbose):
+    def __init__(self, command, env_base, hosts, np, verbose, network=None,
+                 ssh=None):
+        """`network`: None on one host; else (address per host name, the
+        controller port on the first host)."""
         self.command = command
-        self.procs = []
         self.lock = threading.Lock()
         self.stopping = False
         self.verbose = verbose
         self.output = _Output(self.lock)
-        port = _free_port()
-        secret = secrets.token_hex(32)
-        rank = 0
-        local_sizes = []
-        for _, slots in hosts:
-            local_sizes.append(min(slots, np - sum(local_sizes)))
-        self.envs = []
-        for cross_rank, n_local in enumerate(local_sizes):
-            for local_rank in range(n_local):
-                env = dict(env_base)
-                env.update({
-                    "HOROVOD_RANK": str(rank),
-                    "HOROVOD_SIZE": str(np),
-                    "HOROVOD_LOCAL_RANK": str(local_rank),
-                    "HOROVOD_LOCAL_SIZE": str(n_local),
-                    "HOROVOD_CROSS_RANK": str(cross_rank),
-                    "HOROVOD_CROSS_SIZE": str(len(local_sizes)),
-                    "HOROVOD_HOSTNAME": hosts[cross_rank][0],
-                    "HOROVOD_CONTROLLER_ADDR": "127.0.0.1",
-                    "HOROVOD_CONTROLLER_PORT": str(port),
-                    "HOROVOD_SECRET_KEY": secret,
-                    "PYTHONUNBUFFERED": "1",
-                })
-                self.envs.append(env)
-                rank += 1
+        secret = env_base.get("HOROVOD_SECRET_KEY") or secrets.token_hex(32)
+        if network is None:
+            addrs, port = None, _free_port()
+        else:
+            addrs, port = network
+        self.ranks = []
+        first_host = placement(hosts, np)[0][0]
+        for rank, (host, local_rank, local_size, cross_rank, cross_size) in \
+                enumerate(placement(hosts, np)):
+            env = dict(env_base)
+            env.update({
+                "HOROVOD_RANK": str(rank),
+                "HOROVOD_SIZE": str(np),
+                "HOROVOD_LOCAL_RANK": str(local_rank),
+                "HOROVOD_LOCAL_SIZE": str(local_size),
+                "HOROVOD_CROSS_RANK": str(cross_rank),
+                "HOROVOD_CROSS_SIZE": str(cross_size),
+                "HOROVOD_HOSTNAME": host,
+                "HOROVOD_CONTROLLER_ADDR":
+                    "127.0.0.1" if addrs is None else addrs[first_host],
+                "HOROVOD_CONTROLLER_PORT": str(port),
+                "HOROVOD_SECRET_KEY": secret,
+                "PYTHONUNBUFFERED": "1",
+            })
+            if addrs is not None:
+                env["HOROVOD_BIND_ADDR"] = addrs[host]
+            self.ranks.append(_Rank(rank, host, env, command, ssh))
+
+    @property
+    def procs(self):
+        return [r.proc for r in self.ranks]
 
     def _pump(self, stream, rank, kind, sink):
         prefix = ("[%d]<%s>:" % (rank, kind)).encode()
@@ -235,28 +318,22 @@ class _Job:
 
     def start(self):
         self.pumps = []
-        for rank, env in enumerate(self.envs):
+        for r in self.ranks:
             if self.verbose:
-                sys.stderr.write("horovodrun: starting rank %d: %s\n"
-                                 % (rank, " ".join(self.command)))
-            p = subprocess.Popen(self.command, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 preexec_fn=_die_with_parent)
-            self.procs.append(p)
-            for stream, kind, sink in ((p.stdout, "stdout", sys.stdout),
-                                       (p.stderr, "stderr", sys.stderr)):
+                sys.stderr.write("horovodrun: starting rank %d on %s: %s\n"
+                                 % (r.rank, r.host, " ".join(self.command)))
+            r.start()
+            for stream, kind, sink in ((r.proc.stdout, "stdout", sys.stdout),
+                                       (r.proc.stderr, "stderr", sys.stderr)):
                 t = threading.Thread(target=self._pump,
-                                     args=(stream, rank, kind, sink), daemon=True)
+                                     args=(stream, r.rank, kind, sink),
+                                     daemon=True)
                 t.start()
                 self.pumps.append(t)
 
     def signal_all(self, sig):
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        for r in self.ranks:
+            r.signal(sig)
 
     def stop(self, grace_s=5.0, interrupts=()):
         """SIGTERM, then SIGKILL after grace_s (or at a third Ctrl-C)."""
@@ -270,8 +347,12 @@ class _Job:
                 break
             time.sleep(0.05)
         self.signal_all(signal.SIGKILL)
-        for p in self.procs:
-            p.wait()
+        for r in self.ranks:
+            try:
+                r.proc.wait(_TERM_GRACE_S if r.header is not None else None)
+            except subprocess.TimeoutExpired:
+                r.proc.kill()  # ssh that outlived its agent's answer
+                r.proc.wait()
 
     def wait(self, interrupts=()):
         """Returns (exit code, failed rank or None). After a Ctrl-C it also
@@ -306,14 +387,8 @@ _UNSUPPORTED = {
     "--thread-affinity": (1, "thread affinity is not built"),
     "--gloo-timeout-seconds": (1, "there is no Gloo controller in this build"),
     "--hierarchical-allgather": (0, "hierarchical allgather is not built"),
-    "--network-interfaces": (1, "choosing network interfaces is not built "
-                                "(single-host jobs use loopback)"),
-    "--network-interface": (1, "choosing network interfaces is not built "
-                               "(single-host jobs use loopback)"),
     "--output-filename": (1, "writing rank output to files is not built"),
     "--config-file": (1, "YAML config files are not built"),
-    "-i": (1, "ssh launching (remote hosts) is not built"),
-    "--ssh-identity-file": (1, "ssh launching (remote hosts) is not built"),
     "--log-level": (1, "log levels are not built"),
     "--log-without-timestamp": (0, "log options are not built"),
     "--log-hide-timestamp": (0, "log options are not built"),
@@ -347,7 +422,8 @@ def parse_args(argv):
 def make_parser():
     parser = _Parser(
         prog="horovodrun",
-        description="Launch a Horovod job on this machine.")
+        description="Launch a Horovod job on this machine or, over ssh, "
+                    "across hosts.")
     for flag, (nargs, _) in _UNSUPPORTED.items():
         dest = "unsupported_" + flag.lstrip("-").replace("-", "_")
         if nargs == 0:
@@ -381,7 +457,15 @@ def make_parser():
                         help="print the frameworks and operations built in")
     parser.add_argument("--disable-cache", action="store_true",
                         help="accepted for compatibility; no effect")
-    parser.add_argument("-p", "--ssh-port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("-p", "--ssh-port", type=int,
+                        help="ssh port on the remote hosts")
+    parser.add_argument("-i", "--ssh-identity-file",
+                        help="ssh key file for the remote hosts")
+    parser.add_argument("--network-interface", "--network-interfaces",
+                        dest="network_interfaces",
+                        help="comma-separated interface names the ranks may "
+                             "use between hosts (default: one every host "
+                             "reaches the others on)")
     parser.add_argument("--fusion-threshold-mb", type=float, default=None)
     parser.add_argument("--cycle-time-ms", type=float, default=None)
     parser.add_argument("--cache-capacity", type=int, default=None)
@@ -503,18 +587,33 @@ def main(argv=None):
         sys.stderr.write("horovodrun: -np must be a positive number of ranks\n")
         return 2
     hosts = _parse_hosts(args.hosts, args.np)
-    remote = [h for h, _ in hosts if not _is_local(h)]
-    if remote:
-        sys.stderr.write("horovodrun: remote hosts are not supported by this "
-                         "launcher yet: %s\n" % ", ".join(remote))
-        return 2
     if sum(s for _, s in hosts) < args.np:
         sys.stderr.write("horovodrun: -np %d exceeds the %d slots in -H %s\n"
                          % (args.np, sum(s for _, s in hosts), args.hosts))
         return 2
     env = dict(os.environ)
     env.update(knob_env(args))
-    job = _Job(args.command, env, hosts, args.np, args.verbose)
+    env["HOROVOD_SECRET_KEY"] = secrets.token_hex(32)
+    used = list(dict.fromkeys(p[0] for p in placement(hosts, args.np)))
+    timeout_s = (args.start_timeout if args.start_timeout is not None else
+                 float(os.environ.get("HOROVOD_START_TIMEOUT", 30)))
+    ssh = SshSettings(args.ssh_port, args.ssh_identity_file, timeout_s)
+    network = None
+    if not all(is_local(h) for h in used):
+        forced = [i.strip() for i in (args.network_interfaces or "").split(",")
+                  if i.strip()]
+        try:
+            addrs, iface, port = find_addresses(
+                used, ssh, env["HOROVOD_SECRET_KEY"], forced, timeout_s,
+                preexec_fn=_die_with_parent)
+        except LaunchError as e:
+            sys.stderr.write("horovodrun: %s\n" % e)
+            return 1
+        if args.verbose:
+            sys.stderr.write("horovodrun: ranks talk over %s: %s\n" % (
+                iface, ", ".join("%s=%s" % kv for kv in addrs.items())))
+        network = (addrs, port)
+    job = _Job(args.command, env, hosts, args.np, args.verbose, network, ssh)
     interrupts = []  # monotonic times of Ctrl-C presses
 
     def on_sigint(_signum, _frame):

@@ -1,0 +1,160 @@
+"""Finds the network interfaces on which every host of a job reaches the
+others, before any rank starts.
+
+horovodrun starts ``python -m horovod.runner.probe`` on every host (over ssh
+for remote ones) and talks to it in JSON lines on its standard input and
+output; nothing is ever unpickled or evaluated:
+
+1. launcher -> probe: ``{"secret": HEX}``, the job's secret.
+2. probe -> launcher: ``{"port": P, "ifaces": {NAME: IPV4, ...},
+   "free_port": F}``, F a port that was free on that host a moment ago. The
+   probe listens on P on every address; each connection must prove it
+   knows the secret (an HMAC of a fresh nonce) before the probe answers,
+   and the probe proves it in return, so a probe never counts some other
+   service as a reachable peer.
+3. launcher -> probe: ``{"targets": [{"port": P, "ifaces": {...}}, ...]}``.
+4. probe -> launcher: ``{"reached": [[NAME, ...], ...]}``, per target the
+   interfaces whose address answered.
+5. The probe serves the other hosts' probes until its input ends.
+"""
+
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+
+from horovod.runner.remote import read_header
+
+_SIOCGIFADDR = 0x8915
+NONCE_BYTES = 32
+_CLIENT_TAG = b"horovod-probe-client"
+_SERVER_TAG = b"horovod-probe-server"
+
+
+def interfaces():
+    """{name: IPv4 address} of this host's interfaces that have one."""
+    out = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                req = struct.pack("256s", name.encode()[:15])
+                res = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, req)
+            except OSError:
+                continue  # no IPv4 address on this interface
+            out[name] = socket.inet_ntoa(res[20:24])
+    return out
+
+
+def _mac(secret, tag, nonce):
+    return hmac.new(secret, tag + nonce, hashlib.sha256).digest()
+
+
+def _recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def _serve_one(conn, secret):
+    with conn:
+        try:
+            conn.settimeout(2.0)
+            nonce = os.urandom(NONCE_BYTES)
+            conn.sendall(nonce)
+            proof = _recv_exact(conn, 32)
+            if hmac.compare_digest(proof, _mac(secret, _CLIENT_TAG, nonce)):
+                conn.sendall(_mac(secret, _SERVER_TAG, nonce))
+        except (OSError, ConnectionError):
+            pass
+
+
+def _serve(listener, secret):
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=_serve_one, args=(conn, secret),
+                         daemon=True).start()
+
+
+def reaches(addr, port, secret, timeout=2.0):
+    """Whether the probe of this job answers at addr:port."""
+    try:
+        with socket.create_connection((addr, port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            nonce = _recv_exact(s, NONCE_BYTES)
+            s.sendall(_mac(secret, _CLIENT_TAG, nonce))
+            return hmac.compare_digest(_recv_exact(s, 32),
+                                       _mac(secret, _SERVER_TAG, nonce))
+    except (OSError, ConnectionError):
+        return False
+
+
+def _targets(message):
+    targets = message.get("targets")
+    if not isinstance(targets, list):
+        raise ValueError("targets must be a list")
+    out = []
+    for t in targets:
+        port, ifaces = t.get("port"), t.get("ifaces")
+        if (not isinstance(port, int) or not 0 < port < 65536 or
+                not isinstance(ifaces, dict) or
+                not all(isinstance(k, str) and isinstance(v, str)
+                        for k, v in ifaces.items())):
+            raise ValueError("malformed target")
+        out.append((port, ifaces))
+    return out
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
+
+
+def _emit(value):
+    sys.stdout.write(json.dumps(value) + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    stdin = sys.stdin.buffer
+    try:
+        secret = bytes.fromhex(read_header(stdin, 4096)["secret"])
+    except (ValueError, KeyError, TypeError) as e:
+        sys.stderr.write("horovodrun (probe): bad header: %s\n" % e)
+        return 2
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("0.0.0.0", 0))
+    listener.listen(64)
+    threading.Thread(target=_serve, args=(listener, secret), daemon=True).start()
+    _emit({"port": listener.getsockname()[1], "ifaces": interfaces(),
+           "free_port": _free_port()})
+    try:
+        targets = _targets(read_header(stdin, 1 << 20))
+    except ValueError as e:
+        sys.stderr.write("horovodrun (probe): bad targets: %s\n" % e)
+        return 2
+    reached = []
+    for port, ifaces in targets:
+        reached.append(sorted(name for name, addr in ifaces.items()
+                              if reaches(addr, port, secret)))
+    _emit({"reached": reached})
+    while stdin.read(4096):  # serve the others until the launcher is done
+        pass
+    listener.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
