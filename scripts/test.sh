@@ -27,4 +27,4 @@ ctest --preset tsan
 bash scripts/fuzz.sh 60
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-python3 -m pytest tests/python -v -p no:cacheprovider --timeout=300
+python3 -m pytest tests/python -v -rs -p no:cacheprovider --timeout=300

@@ -11,7 +11,7 @@ real network the way it would between machines.
     testhosts.py status    print one line per host that is up
 
 Host hN is named `hvd-hN`, has `eth0` at 10.231.7.(10+N)/24 and an sshd on
-port 22 of that address. Inside every host `ssh hvd-hM` works without a
+port 22 of that address (`stop_sshd`/`start_sshd` turn it off and on). Inside every host `ssh hvd-hM` works without a
 password or a prompt: each host's /root/.ssh is a generated folder with the
 key, a client config and authorized_keys. The machine itself sits on the
 bridge at 10.231.7.1 and reaches the hosts with `ssh -F STATE/ssh_config`.
@@ -145,7 +145,8 @@ def _prepare(n):
         _write(os.path.join(STATE, "sshd_h%d.conf" % i), "\n".join([
             "ListenAddress %s" % host_addr(i), "Port 22",
             "HostKey %s" % os.path.join(STATE, "host_ed25519"),
-            "PidFile none", "PermitRootLogin prohibit-password",
+            "PidFile %s" % os.path.join(STATE, "sshd_h%d.pid" % i),
+            "PermitRootLogin prohibit-password",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no",
             "UsePAM no", "StrictModes no", "PrintMotd no", "X11Forwarding no",
             "AuthorizedKeysFile /root/.ssh/authorized_keys",
@@ -153,7 +154,8 @@ def _prepare(n):
             "Subsystem sftp internal-sftp", ""]))
 
 
-# Runs inside the new UTS and mount namespaces, then becomes the host's sshd.
+# Runs inside the new UTS and mount namespaces, starts the host's sshd and
+# then holds the namespaces (sshd can stop and start again inside them).
 _HOST_INIT = """
 set -e
 hostname "$1"
@@ -161,8 +163,47 @@ mount --make-rprivate /
 mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm
 mount --bind "$2/hosts" /etc/hosts
 mount --bind "$2/dot_ssh" /root/.ssh
-exec /usr/sbin/sshd -D -e -f "$2/sshd_h$3.conf"
+/usr/sbin/sshd -E "$2/sshd_h$3.log" -f "$2/sshd_h$3.conf"
+exec sleep infinity
 """
+
+
+def sshd_argv(i):
+    return ["/usr/sbin/sshd", "-E", os.path.join(STATE, "sshd_h%d.log" % i),
+            "-f", os.path.join(STATE, "sshd_h%d.conf" % i)]
+
+
+def stop_sshd(i):
+    """The host stays up (its network answers) but refuses ssh."""
+    with open(os.path.join(STATE, "sshd_h%d.pid" % i)) as f:
+        pid = int(f.read())
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        if not os.path.exists("/proc/%d" % pid):
+            return
+        time.sleep(0.05)
+
+
+def start_sshd(i):
+    _run(*exec_argv(i, sshd_argv(i)))
+    _wait_for_ssh(i, time.monotonic() + 20)
+
+
+def ssh_argv(i, command):
+    """Runs a shell command on host i from the machine (outside the hosts)."""
+    return ["ssh", "-F", os.path.join(STATE, "ssh_config"), host_name(i), command]
+
+
+def _wait_for_ssh(i, deadline):
+    while True:
+        out = _run(*ssh_argv(i, "hostname"), check=False)
+        if out.returncode == 0 and out.stdout.strip() == host_name(i):
+            return
+        if time.monotonic() > deadline:
+            log = open(os.path.join(STATE, "init_h%d.log" % i)).read()
+            raise RuntimeError("host %s did not come up: %s %s" % (
+                host_name(i), out.stderr.strip(), log[-2000:]))
+        time.sleep(0.1)
 
 
 def up(n):
@@ -184,7 +225,7 @@ def up(n):
         _run("ip", "-n", ns, "addr", "add", host_addr(i) + "/24", "dev", "eth0")
         _run("ip", "-n", ns, "link", "set", "eth0", "up")
         _run("ip", "-n", ns, "link", "set", "lo", "up")
-        log = open(os.path.join(STATE, "sshd_h%d.log" % i), "w")
+        log = open(os.path.join(STATE, "init_h%d.log" % i), "w")
         p = subprocess.Popen(
             ["ip", "netns", "exec", ns, "unshare", "--uts", "--mount", "--",
              "/bin/sh", "-c", _HOST_INIT, "init", host_name(i), STATE, str(i)],
@@ -193,30 +234,27 @@ def up(n):
         _write(os.path.join(STATE, "h%d.pid" % i), str(p.pid), 0o644)
     deadline = time.monotonic() + 20
     for i in range(1, n + 1):
-        while True:
-            out = _run("ssh", "-F", os.path.join(STATE, "ssh_config"),
-                       host_name(i), "hostname", check=False)
-            if out.returncode == 0 and out.stdout.strip() == host_name(i):
-                break
-            if time.monotonic() > deadline:
-                log = open(os.path.join(STATE, "sshd_h%d.log" % i)).read()
-                raise RuntimeError("host %s did not come up: %s %s" % (
-                    host_name(i), out.stderr.strip(), log[-2000:]))
-            time.sleep(0.1)
+        _wait_for_ssh(i, deadline)
 
 
 def host_pid(i):
-    """The host's sshd: its namespaces are the host's."""
+    """The process holding the host's namespaces (`ip netns exec` execs
+    unshare, which execs sh, which execs sleep: one pid)."""
     with open(os.path.join(STATE, "h%d.pid" % i)) as f:
-        pid = int(f.read())
-    # `ip netns exec` execs unshare, which execs sh, which execs sshd: one pid.
-    return pid
+        return int(f.read())
 
 
-def exec_argv(i, argv):
-    """The command line that runs argv inside host i."""
+def host_pids(i):
+    """Every process on host i (in its network namespace), as ints."""
+    out = _run("ip", "netns", "pids", netns(i), check=False).stdout.split()
+    return [int(p) for p in out]
+
+
+def exec_argv(i, argv, cwd=None):
+    """The command line that runs argv inside host i, in folder cwd (default:
+    the current one; the hosts share the machine's files)."""
     return ["nsenter", "--target", str(host_pid(i)), "--net", "--uts",
-            "--mount", "--"] + list(argv)
+            "--mount", "--wd=" + (cwd or os.getcwd()), "--"] + list(argv)
 
 
 def status():

@@ -126,7 +126,7 @@ def test_second_ctrl_c_stops_at_once_even_ranks_ignoring_sigterm(tmp_path):
 
 
 @pytest.mark.parametrize("flag", [["--gloo"], ["--min-np", "1"],
-                                  ["--network-interfaces", "eth0"],
+                                  ["--jsrun"],
                                   ["--output-filename", "x"]])
 def test_unsupported_upstream_flag_is_one_line(flag):
     out = subprocess.run(RUNNER + ["-np", "1"] + flag + ["true"],

@@ -72,7 +72,7 @@ class _Agent:
     def _read(self, stream, sink):
         for line in stream:
             with self._cv:
-                sink.append(line.decode("utf-8", "replace").rstrip("\n"))
+                sink.append(line.decode("utf-8", "replace").rstrip("\r\n"))
                 self._cv.notify_all()
         with self._cv:
             sink.append(None)  # end of stream
@@ -101,13 +101,16 @@ class _Agent:
         except ValueError:
             return None
 
-    def why(self):
+    def why(self, timeout_s):
+        """Why it did not answer: its last words on stderr, else its exit
+        code, else the time it was given."""
         with self._cv:
-            err = [l for l in self.err if l]
-        if self.proc.poll() not in (None, 0):
-            tail = err[-1] if err else "exit code %d" % self.proc.returncode
-            return tail
-        return err[-1] if err else "no answer"
+            err = [l.strip() for l in self.err if l and l.strip()]
+        if err:
+            return err[-1]
+        if self.proc.poll() is not None:
+            return "exit code %d" % self.proc.returncode
+        return "no answer within %gs" % timeout_s
 
     def close(self):
         try:
@@ -166,12 +169,12 @@ def find_addresses(names, ssh, secret, forced, timeout_s, preexec_fn=None):
         for a in agents:
             a.send({"secret": secret})
         hello = [a.line(0, deadline) for a in agents]
-        failed = ["%s (%s)" % (a.host, a.why()) for a, h in zip(agents, hello)
-                  if not isinstance(h, dict)]
+        failed = ["%s (%s)" % (a.host, a.why(timeout_s))
+                  for a, h in zip(agents, hello) if not isinstance(h, dict)]
         if failed:
-            raise LaunchError("cannot start on host%s %s within %gs"
+            raise LaunchError("cannot start on host%s %s"
                               % ("s" if len(failed) > 1 else "",
-                                 "; ".join(failed), timeout_s))
+                                 "; ".join(failed)))
         found = [h.get("ifaces") or {} for h in hello]
         for i, a in enumerate(agents):
             nxt = hello[(i + 1) % len(agents)]
@@ -181,7 +184,7 @@ def find_addresses(names, ssh, secret, forced, timeout_s, preexec_fn=None):
         for a, ans in zip(agents, answers):
             if not isinstance(ans, dict):
                 raise LaunchError("host %s did not finish probing the network "
-                                  "(%s)" % (a.host, a.why()))
+                                  "(%s)" % (a.host, a.why(timeout_s)))
             reached.append(set(ans["reached"][0]))
         iface, error = choose_interface(names, found, reached, forced)
         if error:
