@@ -15,7 +15,8 @@ fi
 # torch first and by exact version: an unpinned torch pulls a CUDA build.
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q "nanobind>=2.0" "scikit-build-core>=0.9" cmake ninja \
-  scikit-learn tqdm pytest pytest-timeout psutil cloudpickle numpy matplotlib
+  scikit-learn tqdm pytest pytest-timeout psutil cloudpickle numpy matplotlib \
+  pyyaml
 # The frameworks the adapters serve, pinned; the build needs none of them.
 python3 -m pip install -q tensorflow-cpu==2.21.0 keras==3.15.1 \
   jax==0.10.2 jaxlib==0.10.2 optax==0.2.8

@@ -21,8 +21,12 @@ struct JobInfo {
   int cross_rank = 0;
   int cross_size = 1;
   std::string controller_addr;  // rank 0's host
-  int controller_port = 0;      // 0: discover via a private file (one host)
-  std::string rendezvous_file;  // used when controller_port == 0 and size > 1
+  int controller_port = 0;      // 0: rank 0 posts it (file or PMIx)
+  // Where rank 0 posts its port and a fresh secret when controller_port is
+  // 0: this file, private to the user, on one host; under mpirun across
+  // hosts (rendezvous_pmix), the PMIx key named after the file.
+  std::string rendezvous_file;
+  bool rendezvous_pmix = false;
   std::string secret;           // the job's shared key (never logged)
   std::string bind_addr;        // interface this rank listens on
   // Identifies this rank's machine: ranks with equal keys share memory.

@@ -112,7 +112,7 @@ KnobSpec Job(const char* name, KnobType type, const char* summary) {
 std::vector<KnobSpec> MakeTable() {
   using K = Knobs;
   const KnobType kInt = KnobType::kInt, kDouble = KnobType::kDouble,
-                 kString = KnobType::kString;
+                 kString = KnobType::kString, kBool = KnobType::kBool;
   return {
       Given(Int("HOROVOD_FUSION_THRESHOLD", &K::fusion_threshold, 0, kBig,
                 "--fusion-threshold-mb",
@@ -177,8 +177,11 @@ std::vector<KnobSpec> MakeTable() {
            true, "", "longest a peer may stay silent"),
       Other("HOROVOD_START_TIMEOUT", kDouble, "30", "--start-timeout",
             "seconds the ranks have to find each other at init", false),
-      Other("HOROVOD_LOG_LEVEL", kString, "warning", "",
+      Other("HOROVOD_LOG_LEVEL", kString, "warning", "--log-level",
             "trace, debug, info, warning or error", false),
+      Other("HOROVOD_LOG_HIDE_TIME", kBool, "0",
+            "--log-hide-timestamp --log-without-timestamp",
+            "1: log lines without the time they were written", false),
       Job("HOROVOD_RANK", kInt, "this process's rank"),
       Job("HOROVOD_SIZE", kInt, "the number of ranks"),
       Job("HOROVOD_LOCAL_RANK", kInt, "rank among this host's ranks"),

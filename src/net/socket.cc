@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -248,6 +250,25 @@ void Socket::TuneForBulk() const {
   int size = 4 << 20;
   setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+}
+
+std::vector<std::string> LocalIPv4Addresses() {
+  std::vector<std::string> out, loopback;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET ||
+        (a->ifa_flags & IFF_UP) == 0)
+      continue;
+    char text[INET_ADDRSTRLEN];
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) == nullptr)
+      continue;
+    ((a->ifa_flags & IFF_LOOPBACK) ? loopback : out).push_back(text);
+  }
+  freeifaddrs(list);
+  out.insert(out.end(), loopback.begin(), loopback.end());
+  return out;
 }
 
 }  // namespace horovod

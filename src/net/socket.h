@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/deadline.h"
 
@@ -65,6 +66,9 @@ class Socket {
 };
 
 constexpr uint32_t kFrameMagic = 0x31445648;  // "HVD1"
+
+// This host's IPv4 addresses in interface order, loopback ones last.
+std::vector<std::string> LocalIPv4Addresses();
 
 }  // namespace horovod
 

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "common/knobs.h"
+#include "rendezvous/pmix_board.h"
 
 namespace horovod {
 namespace {
@@ -111,6 +112,17 @@ Status JobInfo::FromEnvironment(JobInfo* out, int generation) {
     return Status::InvalidArgument("HOROVOD_CONTROLLER_PORT is not set for a " +
                                    std::to_string(j.size) +
                                    "-rank job (launch with horovodrun)");
+  if (!j.rendezvous_file.empty() && j.controller_port == 0 &&
+      j.local_size != j.size) {
+    // Ranks on several hosts share no file: rank 0 posts through PMIx.
+    if (!PmixBoard::Available())
+      return Status::InvalidArgument(
+          "this job spans hosts but names no rank 0: set "
+          "HOROVOD_CONTROLLER_ADDR, HOROVOD_CONTROLLER_PORT and "
+          "HOROVOD_SECRET_KEY, launch with horovodrun, or use an mpirun "
+          "with PMIx");
+    j.rendezvous_pmix = true;
+  }
   EnvString("HOROVOD_SECRET_KEY", &j.secret);
   EnvString("HOROVOD_BIND_ADDR", &j.bind_addr);
   if (j.bind_addr.empty() && j.local_size == j.size) j.bind_addr = "127.0.0.1";

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "rendezvous/handshake.h"
 #include "rendezvous/link_acceptor.h"
 #include "rendezvous/peer_table.h"
+#include "rendezvous/pmix_board.h"
 
 namespace horovod {
 namespace {
@@ -51,6 +53,65 @@ Status ReadRendezvousFile(const std::string& path, Deadline deadline, int* port,
   }
 }
 
+// Under mpirun across hosts rank 0 posts "port secret addr,addr,..." (its
+// addresses, as it cannot know which one the others reach) through PMIx.
+std::string PmixKey(const JobInfo& job) {
+  return "horovod." +
+         job.rendezvous_file.substr(job.rendezvous_file.rfind('/') + 1);
+}
+
+Status PostThroughPmix(const JobInfo& job, int port, const std::string& secret,
+                       PmixBoard* board) {
+  std::string addrs;
+  for (const std::string& a : LocalIPv4Addresses())
+    if (a.rfind("127.", 0) != 0)  // the others are on other hosts
+      addrs += (addrs.empty() ? "" : ",") + a;
+  if (addrs.empty())
+    return Status::Aborted(
+        "rank 0 has no network address other hosts could reach");
+  HVD_RETURN_IF_ERROR(board->Open());
+  return board->Publish(PmixKey(job),
+                        std::to_string(port) + " " + secret + " " + addrs);
+}
+
+Status ReadFromPmix(const JobInfo& job, Deadline deadline, PmixBoard* board,
+                    int* port, std::string* secret,
+                    std::vector<std::string>* hosts) {
+  HVD_RETURN_IF_ERROR(board->Open());
+  std::string posted;
+  HVD_RETURN_IF_ERROR(board->ReadRank0(PmixKey(job), deadline, &posted));
+  std::istringstream in(posted);
+  std::string list;
+  if (!(in >> *port >> *secret >> list) || *port <= 0 || *port > 65535)
+    return Status::Aborted("rank 0's PMIx rendezvous entry is malformed");
+  hosts->clear();
+  std::istringstream items(list);
+  for (std::string a; std::getline(items, a, ',');)
+    if (!a.empty()) hosts->push_back(a);
+  return Status::OK();
+}
+
+// Connects to rank 0 at the first of `hosts` that answers: one host gets
+// the whole deadline (rank 0 may still be starting), each of several a
+// share of it (rank 0 listens already; an address that refuses is not its).
+Status DialRank0(const std::vector<std::string>& hosts, int port,
+                 Deadline deadline, Socket* out, std::string* reached) {
+  std::string errors;
+  for (const std::string& h : hosts) {
+    Deadline attempt = hosts.size() == 1
+                           ? deadline
+                           : Deadline::After(std::min(
+                                 2.0, deadline.RemainingMs() / 1000.0));
+    Status st = Socket::Connect(h, port, attempt, out);
+    if (st.ok()) {
+      *reached = h;
+      return st;
+    }
+    errors += (errors.empty() ? "" : "; ") + h + ": " + st.message();
+  }
+  return Status::Timeout(errors);
+}
+
 // Text from a peer, fit for a log line.
 std::string Printable(const std::string& text) {
   std::string out;
@@ -85,6 +146,7 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
   out->hosts.assign(n, SanitizedHostKey(job.host_key));
   if (n == 1) return Status::OK();
 
+  PmixBoard board;  // open until every rank has connected
   HandshakeParams hp;
   hp.secret = job.secret;
   hp.my_rank = job.rank;
@@ -107,7 +169,9 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
         return Status::Internal("no secure random source");
       hp.secret = HexEncode(raw, sizeof(raw));
       HVD_RETURN_IF_ERROR(
-          PublishRendezvousFile(job.rendezvous_file, port, hp.secret));
+          job.rendezvous_pmix
+              ? PostThroughPmix(job, port, hp.secret, &board)
+              : PublishRendezvousFile(job.rendezvous_file, port, hp.secret));
     } else if (hp.secret.empty()) {
       return Status::InvalidArgument(
           "HOROVOD_SECRET_KEY is not set: a multi-process job needs the job "
@@ -131,7 +195,8 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
     // Settings that differ fail every rank alike, once all are here.
     for (int r = 1; r < n && st.ok(); ++r)
       st = CompareSettings(job.settings, settings[r], r);
-    if (!job.rendezvous_file.empty() && job.controller_port == 0)
+    if (!job.rendezvous_file.empty() && job.controller_port == 0 &&
+        !job.rendezvous_pmix)
       std::remove(job.rendezvous_file.c_str());
     if (!st.ok()) {
       for (auto& s : out->control)
@@ -146,7 +211,12 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
       HVD_RETURN_IF_ERROR(out->control[r].WriteFrame(table.str(), deadline));
   } else {
     int port = job.controller_port;
-    if (port == 0) {
+    std::vector<std::string> rank0_hosts = {
+        job.controller_addr.empty() ? "127.0.0.1" : job.controller_addr};
+    if (port == 0 && job.rendezvous_pmix) {
+      HVD_RETURN_IF_ERROR(ReadFromPmix(job, deadline, &board, &port, &hp.secret,
+                                       &rank0_hosts));
+    } else if (port == 0) {
       HVD_RETURN_IF_ERROR(
           ReadRendezvousFile(job.rendezvous_file, deadline, &port, &hp.secret));
     } else if (hp.secret.empty()) {
@@ -154,11 +224,10 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
           "HOROVOD_SECRET_KEY is not set: a multi-process job needs the job "
           "secret (horovodrun sets it)");
     }
-    std::string host =
-        job.controller_addr.empty() ? "127.0.0.1" : job.controller_addr;
     out->control.resize(1);
     Socket ctl;
-    Status st = Socket::Connect(host, port, deadline, &ctl);
+    std::string host;
+    Status st = DialRank0(rank0_hosts, port, deadline, &ctl, &host);
     if (!st.ok())
       return Status::Timeout("rank " + std::to_string(job.rank) +
                              " could not reach rank 0: " + st.message());
@@ -186,6 +255,9 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
           "rank " + std::to_string(job.rank) +
           ": the rendezvous failed on rank 0: " + Printable(table.substr(1)));
     HVD_RETURN_IF_ERROR(ParsePeerTable(table, n, &addrs, &out->hosts));
+    // Rank 0 may not know its own reachable address (it listens on every
+    // interface under PMIx): its data links go where its control link went.
+    addrs[0] = host + ":" + std::to_string(port);
     out->control[0] = std::move(ctl);
     // Dial every lower rank.
     hp.kind = LinkKind::kData;

@@ -4,6 +4,7 @@ for what this build does not provide. Every launch has a timeout."""
 
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -125,9 +126,9 @@ def test_second_ctrl_c_stops_at_once_even_ranks_ignoring_sigterm(tmp_path):
     assert not any(process_alive(p) for p in pids)
 
 
-@pytest.mark.parametrize("flag", [["--gloo"], ["--min-np", "1"],
-                                  ["--jsrun"],
-                                  ["--output-filename", "x"]])
+@pytest.mark.parametrize("flag", [["--jsrun"], ["--min-np", "1"],
+                                  ["--num-nccl-streams", "2"],
+                                  ["--hierarchical-allgather"]])
 def test_unsupported_upstream_flag_is_one_line(flag):
     out = subprocess.run(RUNNER + ["-np", "1"] + flag + ["true"],
                          capture_output=True, text=True, timeout=60)
@@ -184,3 +185,105 @@ def test_hostfile_and_stall_flags(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("2 7.0") == 2, out.stdout
+
+
+def _run(*args, env=None, timeout=120):
+    return subprocess.run(RUNNER + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+
+
+_SAY = ("import os, sys; r = os.environ['HOROVOD_RANK']; print('out', r); "
+        "print('err', r, file=sys.stderr)")
+
+
+def test_output_filename_copies_each_ranks_streams_into_its_folder(tmp_path):
+    out = _run("-np", 2, "--output-filename", tmp_path / "logs", sys.executable,
+               "-c", _SAY)
+    assert out.returncode == 0, out.stderr
+    for r in (0, 1):
+        folder = tmp_path / "logs" / ("rank.%d" % r)
+        assert (folder / "stdout").read_text() == "out %d\n" % r
+        assert (folder / "stderr").read_text() == "err %d\n" % r
+        assert "[%d]<stdout>:out %d" % (r, r) in out.stdout  # still shown
+
+
+def test_output_lines_can_carry_the_time(tmp_path):
+    out = _run("-np", 1, "--prefix-output-with-timestamp", sys.executable, "-c",
+               _SAY)
+    assert out.returncode == 0, out.stderr
+    assert re.match(r"^\w{3} \w{3} \d\d \d\d:\d\d:\d\d \d{4}\[0\]<stdout>:out 0$",
+                    out.stdout.strip()), out.stdout
+
+
+_SHOW_ENV = ("import os; print(' '.join('%s=%s' % (k, os.environ.get(k)) for k "
+             "in ('HOROVOD_CACHE_CAPACITY', 'HOROVOD_FUSION_THRESHOLD', "
+             "'HOROVOD_LOG_LEVEL', 'HOROVOD_STALL_CHECK_DISABLE', "
+             "'HOROVOD_HIERARCHICAL_ALLREDUCE', 'HOROVOD_LOG_HIDE_TIME')))")
+
+
+def test_config_file_sets_what_the_flags_set_and_flags_win(tmp_path):
+    config = tmp_path / "horovod.yaml"
+    config.write_text("params:\n  fusion_threshold_mb: 2\n  cache_capacity: 7\n"
+                      "  hierarchical_allreduce: false\n"
+                      "stall_check:\n  enabled: false\n"
+                      "logging:\n  level: debug\n  with_timestamp: false\n")
+    out = _run("-np", 1, "--config-file", config, "--cache-capacity", 9,
+               sys.executable, "-c", _SHOW_ENV)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split(":", 1)[1].split() == [
+        "HOROVOD_CACHE_CAPACITY=9", "HOROVOD_FUSION_THRESHOLD=2097152",
+        "HOROVOD_LOG_LEVEL=DEBUG", "HOROVOD_STALL_CHECK_DISABLE=1",
+        "HOROVOD_HIERARCHICAL_ALLREDUCE=0", "HOROVOD_LOG_HIDE_TIME=1"]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("params:\n  fusion_mb: 2\n", "params.fusion_mb is not a setting horovodrun "
+                                   "knows"),
+    ("params:\n  cache_capacity: lots\n",
+     "params.cache_capacity must be a whole number, not 'lots'"),
+    ("stall_check:\n  enabled: 1\n",
+     "stall_check.enabled must be true or false, not 1"),
+    ("library_options:\n  num_nccl_streams: 2\n",
+     "library_options.num_nccl_streams is not supported by this build"),
+    ("controller: nccl\n", "controller must be gloo or mpi, not 'nccl'"),
+    ("params: [\n", "is not valid YAML")])
+def test_config_file_errors_name_the_setting(tmp_path, text, message):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    out = _run("-np", 1, "--config-file", config, "true")
+    assert out.returncode == 2
+    assert message in out.stderr and out.stderr.startswith("horovodrun: "), \
+        out.stderr
+
+
+_WARN = "import horovod.torch as hvd; hvd.init(); hvd.shutdown()"
+
+
+def test_log_level_and_log_timestamps():
+    env = {"HOROVOD_RING_CHUNK_BYTES": "100"}  # out of range: a warning
+    out = _run("-np", 1, sys.executable, "-c", _WARN, env=env)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"<stderr>:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}: "
+                     r"horovod WARNING\] ignoring HOROVOD_RING_CHUNK_BYTES=100",
+                     out.stderr), out.stderr
+    out = _run("-np", 1, "--log-hide-timestamp", sys.executable, "-c", _WARN,
+               env=env)
+    assert "<stderr>:[horovod WARNING] ignoring" in out.stderr, out.stderr
+    out = _run("-np", 1, "--log-level", "error", sys.executable, "-c", _WARN,
+               env=env)
+    assert "ignoring" not in out.stderr, out.stderr
+    out = _run("-np", 1, "--log-level", "loud", "true")
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("horovodrun: --log-level loud is not one of "
+                                  "TRACE, DEBUG, INFO, WARNING, ERROR, FATAL")
+
+
+def test_mpi_flag_launches_through_mpirun():
+    out = _run("-np", 2, "--mpi", sys.executable, worker("placement.py"),
+               env={"OMPI_ALLOW_RUN_AS_ROOT": "1",
+                    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    sums = [l for l in out.stdout.splitlines() if "PLACE" in l]
+    assert len(sums) == 2 and all(l.startswith("[1,") for l in sums), out.stdout
+    assert all('"sum": 1.0' in l for l in sums), sums

@@ -264,3 +264,40 @@ def test_the_digits_example_trains_across_hosts(hosts):
     lines = [l for l in out.stdout.splitlines() if "final test accuracy:" in l]
     assert lines, out.stdout[-2000:]
     assert float(lines[0].split("final test accuracy:")[1].split()[0]) > 0.85
+
+
+_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+@pytest.mark.parametrize("how", ["mpirun", "horovodrun --mpi"])
+def test_mpirun_across_hosts_finds_rank_0_by_itself(hosts, how):
+    """mpirun gives the ranks no address for rank 0: rank 0 posts one
+    through OpenMPI's PMIx server. Launched from hvd-h3, so rank 0 is on
+    another host than the launcher."""
+    if how == "mpirun":
+        argv = ["mpirun", "-np", "4", "-H", "hvd-h1:2,hvd-h2:2", "--bind-to",
+                "none", "-x", "PATH"]
+    else:
+        argv = [PY, "-m", "horovod.runner", "--mpi", "-np", "4", "-H",
+                "hvd-h1:2,hvd-h2:2"]
+    old = {k: os.environ.get(k) for k in _MPI_ENV}
+    os.environ.update(_MPI_ENV)
+    try:
+        out = on_host(3, argv + [PY, worker("placement.py")])
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k)
+            else:
+                os.environ[k] = v
+    assert out.returncode == 0, out.stderr[-3000:]
+    # mpirun's --tag-output may run one rank's line into the next.
+    p = {}
+    for chunk in out.stdout.split("PLACE ")[1:]:
+        d, _ = json.JSONDecoder().raw_decode(chunk)
+        p[d["rank"]] = d
+    assert sorted(p) == [0, 1, 2, 3], out.stdout
+    for r in range(4):
+        assert p[r]["hostname"] == ("hvd-h1" if r < 2 else "hvd-h2"), p[r]
+        assert (p[r]["local_rank"], p[r]["cross_rank"]) == (r % 2, r // 2)
+        assert p[r]["sum"] == 6.0

@@ -6,9 +6,12 @@ Thread-safety: a `Hosts` object belongs to the launcher's main thread; the
 reader threads it starts only append to their own `_Agent`.
 """
 
+import ctypes
 import json
 import math
+import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +23,17 @@ _LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
 
 class LaunchError(Exception):
     """A failure before any rank starts, worded for the user."""
+
+
+def die_with_parent():
+    """Runs in each child before exec: its own process group (so signals
+    reach its children too) and SIGKILL if the launcher dies."""
+    os.setsid()
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def is_local(host):

@@ -8,7 +8,6 @@ and its children; when a rank fails the job stops and the exit names it.
 """
 
 import argparse
-import ctypes
 import json
 import os
 import secrets
@@ -20,7 +19,11 @@ import threading
 import time
 
 import horovod
-from horovod.runner.hosts import LaunchError, SshSettings, find_addresses, is_local
+from horovod.runner import mpi_run
+from horovod.runner.hosts import (LaunchError, SshSettings, die_with_parent,
+                                  find_addresses, is_local)
+from horovod.runner import config_file
+from horovod.runner.output import Output
 
 # After Ctrl-C, ranks get this long to exit on SIGINT before SIGTERM, and
 # as long again before SIGKILL.
@@ -45,17 +48,6 @@ def _free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _die_with_parent():
-    """Runs in each child before exec: its own process group (so signals
-    reach its children too) and SIGKILL if the launcher dies."""
-    os.setsid()
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _importable(module):
@@ -99,85 +91,6 @@ def check_build(out=sys.stdout):
         % (horovod.__version__, lines, mark(engine), mark(engine)))
 
 
-class _Records:
-    """Splits a rank's output stream into records ended by \\n or by \\r
-    (progress bars redraw with \\r): each is forwarded as soon as its end
-    arrives instead of waiting for a newline."""
-
-    def __init__(self):
-        self._partial = b""
-        self._after_cr = False
-
-    def feed(self, chunk):
-        data = self._partial + chunk
-        out = []
-        start = 0
-        for i, byte in enumerate(data):
-            if byte in (0x0A, 0x0D):
-                out.append((data[start:i], data[i:i + 1]))
-                start = i + 1
-                self._after_cr = byte == 0x0D
-        self._partial = data[start:]
-        return out
-
-    def preview(self):
-        """The redraw in progress: text after a \\r whose end has not come
-        yet (a progress bar's current state; its end arrives only with the
-        next redraw)."""
-        return self._partial if self._after_cr else b""
-
-    def end(self):
-        """What is left when the stream closes, as a final line."""
-        rest, self._partial = self._partial, b""
-        return [(rest, b"\n")] if rest else []
-
-
-class _Output:
-    """Writes records with their rank prefix. On a terminal a record ended
-    by \\r is drawn as one updating line (the next record of the same rank
-    and stream overwrites it); anywhere else every record is its own line.
-    Holds `lock` around every write, so records never interleave."""
-
-    def __init__(self, lock):
-        self._lock = lock
-        self._open = None  # (sink, owner, blank) of an updating line
-
-    def write(self, sink, owner, prefix, text, ending):
-        tty = _isatty(sink)
-        with self._lock:
-            if ending == b"\r" and not text:
-                return  # a bare \r only moves the cursor
-            if self._open is not None and self._open[1] != owner:
-                self._close_open()
-            if tty and ending == b"\r":
-                out = b"\r" + prefix + text + b"\x1b[K"
-                self._open = (sink, owner, not text.strip())
-            elif tty and self._open is not None:
-                out = b"\r" + prefix + text + b"\x1b[K\n"
-                self._open = None
-            else:
-                out = prefix + text + b"\n"
-            sink.buffer.write(out)
-            sink.buffer.flush()
-
-    def _close_open(self):
-        """Ends the updating line before another rank or stream writes: a
-        bar still drawn stays on its line; one its owner blanked (a
-        progress bar closed with leave=False) is erased, so the next record
-        takes its place."""
-        sink, _, blank = self._open
-        sink.buffer.write(b"\r\x1b[K" if blank else b"\n")
-        sink.buffer.flush()
-        self._open = None
-
-
-def _isatty(sink):
-    try:
-        return sink.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 # Variables that describe the launcher's own host or session; a remote rank
 # gets its host's own.
 _HOST_SPECIFIC = {"HOSTNAME", "HOST", "PWD", "OLDPWD", "SHLVL", "_", "TERM",
@@ -211,7 +124,7 @@ class _Rank:
             self.argv, env=self.env,
             stdin=subprocess.DEVNULL if self.header is None else subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            preexec_fn=_die_with_parent)
+            preexec_fn=die_with_parent)
         if self.header is not None:
             self._tell(json.dumps(self.header))
 
@@ -259,14 +172,13 @@ def placement(hosts, np):
 
 class _Job:
     def __init__(self, command, env_base, hosts, np, verbose, network=None,
-                 ssh=None):
+                 ssh=None, output=None):
         """`network`: None on one host; else (address per host name, the
         controller port on the first host)."""
         self.command = command
-        self.lock = threading.Lock()
         self.stopping = False
         self.verbose = verbose
-        self.output = _Output(self.lock)
+        self.output = output or Output()
         secret = env_base.get("HOROVOD_SECRET_KEY") or secrets.token_hex(32)
         if network is None:
             addrs, port = None, _free_port()
@@ -299,23 +211,6 @@ class _Job:
     def procs(self):
         return [r.proc for r in self.ranks]
 
-    def _pump(self, stream, rank, kind, sink):
-        prefix = ("[%d]<%s>:" % (rank, kind)).encode()
-        records = _Records()
-        fd = stream.fileno()
-        tty = _isatty(sink)
-        while True:
-            chunk = os.read(fd, 65536)
-            for text, ending in records.feed(chunk) if chunk else records.end():
-                self.output.write(sink, (rank, kind), prefix, text, ending)
-            if not chunk:
-                break
-            if tty and records.preview():
-                # Drawn now; redrawn (the same) when its end arrives.
-                self.output.write(sink, (rank, kind), prefix,
-                                  records.preview(), b"\r")
-        stream.close()
-
     def start(self):
         self.pumps = []
         for r in self.ranks:
@@ -325,7 +220,7 @@ class _Job:
             r.start()
             for stream, kind, sink in ((r.proc.stdout, "stdout", sys.stdout),
                                        (r.proc.stderr, "stderr", sys.stderr)):
-                t = threading.Thread(target=self._pump,
+                t = threading.Thread(target=self.output.pump,
                                      args=(stream, r.rank, kind, sink),
                                      daemon=True)
                 t.start()
@@ -375,24 +270,13 @@ class _Job:
 
 # Upstream flags this build does not provide: (values they take, why).
 _UNSUPPORTED = {
-    "--gloo": (0, "this engine has its own TCP and shared-memory transport; "
-                  "there is no Gloo or MPI controller to choose"),
-    "--mpi": (0, "this engine has its own TCP and shared-memory transport; "
-                 "launch with mpirun directly to use OpenMPI's environment"),
     "--jsrun": (0, "jsrun (LSF) launching is not built"),
-    "--mpi-args": (1, "there is no MPI controller in this build"),
     "--mpi-threads-disable": (0, "there is no MPI controller in this build"),
     "--binding-args": (1, "there is no MPI controller in this build"),
     "--num-nccl-streams": (1, "this build has no NCCL (CPU engine)"),
     "--thread-affinity": (1, "thread affinity is not built"),
     "--gloo-timeout-seconds": (1, "there is no Gloo controller in this build"),
     "--hierarchical-allgather": (0, "hierarchical allgather is not built"),
-    "--output-filename": (1, "writing rank output to files is not built"),
-    "--config-file": (1, "YAML config files are not built"),
-    "--log-level": (1, "log levels are not built"),
-    "--log-without-timestamp": (0, "log options are not built"),
-    "--log-hide-timestamp": (0, "log options are not built"),
-    "--prefix-output-with-timestamp": (0, "timestamped output is not built"),
     "--min-np": (1, "elastic training is not built"),
     "--max-np": (1, "elastic training is not built"),
     "--slots-per-host": (1, "elastic training is not built"),
@@ -453,6 +337,27 @@ def make_parser():
                         help="seconds the ranks have to find each other "
                              "(default 30, or HOROVOD_START_TIMEOUT)")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--config-file",
+                        help="YAML file of tuning, timeline, stall-check and "
+                             "logging settings (flags given here win)")
+    parser.add_argument("--gloo", action="store_true",
+                        help="accepted: ranks always use this engine's own "
+                             "TCP and shared-memory transport")
+    parser.add_argument("--mpi", action="store_true",
+                        help="start the ranks through OpenMPI's mpirun")
+    parser.add_argument("--mpi-args",
+                        help="extra arguments for mpirun (with --mpi)")
+    parser.add_argument("--output-filename",
+                        help="also write each rank's output to "
+                             "FOLDER/rank.N/stdout and stderr")
+    parser.add_argument("--prefix-output-with-timestamp", action="store_true",
+                        help="start each output line with the time it arrived")
+    parser.add_argument("--log-level",
+                        help="engine log level: TRACE, DEBUG, INFO, WARNING, "
+                             "ERROR or FATAL")
+    parser.add_argument("--log-hide-timestamp", "--log-without-timestamp",
+                        dest="log_hide_timestamp", action="store_true",
+                        help="engine log lines without their time")
     parser.add_argument("-cb", "--check-build", action="store_true",
                         help="print the frameworks and operations built in")
     parser.add_argument("--disable-cache", action="store_true",
@@ -528,6 +433,10 @@ def knob_env(args):
         env["HOROVOD_CACHE_CAPACITY"] = str(args.cache_capacity)
     if args.hierarchical is not None:
         env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = args.hierarchical
+    if args.log_level is not None:
+        env["HOROVOD_LOG_LEVEL"] = args.log_level
+    if args.log_hide_timestamp:
+        env["HOROVOD_LOG_HIDE_TIME"] = "1"
     if args.timeline_filename is not None:
         env["HOROVOD_TIMELINE"] = os.path.abspath(args.timeline_filename)
     if args.timeline_mark_cycles:
@@ -558,12 +467,73 @@ def knob_env(args):
     return env
 
 
-def main(argv=None):
+def _run_through_mpirun(args, env, hosts, iface):
+    """mpirun places the ranks itself, so rank 0's host is its choice: the
+    ranks find rank 0 through OpenMPI's PMIx server (or a private file on
+    one host), not through an address horovodrun would have to guess."""
+    if args.output_filename:
+        sys.stderr.write("horovodrun: --output-filename is not supported with "
+                         "--mpi (use mpirun's --output-filename in "
+                         "--mpi-args)\n")
+        return 2
+    slots = []
+    for host, _, local_size, _, _ in placement(hosts, args.np):
+        if not slots or slots[-1][0] != host:
+            slots.append((host, local_size))
+    env = {k: v for k, v in env.items() if k != "HOROVOD_SECRET_KEY"}
+    env["PYTHONUNBUFFERED"] = "1"
     try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
+        argv = mpi_run.mpirun_command(args.command, env, slots, iface,
+                                      args.mpi_args)
+    except LaunchError as e:
+        sys.stderr.write("horovodrun: %s\n" % e)
+        return 2
+    code = mpi_run.run(argv, env, args.verbose)
+    if code != 0:
+        sys.stderr.write("horovodrun: mpirun exited with code %d\n" % code)
+    return code
+
+
+def _given(parser, argv):
+    """The destinations of the flags on the command line (before the
+    command), for --config-file not to override them."""
+    options = {o: a.dest for a in parser._actions for o in a.option_strings}
+    given = set()
+    for token in argv:
+        if not token.startswith("-"):
+            continue
+        name = token.split("=", 1)[0]
+        matches = [o for o in options if o == name] or \
+            [o for o in options if o.startswith(name) and name.startswith("--")]
+        if len(matches) == 1:
+            given.add(options[matches[0]])
+    return given
+
+
+_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    parser = make_parser()
+    try:
+        args = parser.parse_args(argv)
     except _UsageError as e:
         sys.stderr.write("horovodrun: %s\n" % e)
         return 2
+    if args.config_file:
+        try:
+            config_file.apply(args, args.config_file,
+                              _given(parser, argv[:len(argv) - len(args.command)]))
+        except config_file.ConfigError as e:
+            sys.stderr.write("horovodrun: %s\n" % e)
+            return 2
+    if args.log_level is not None:
+        if args.log_level.upper() not in _LOG_LEVELS:
+            sys.stderr.write("horovodrun: --log-level %s is not one of %s\n"
+                             % (args.log_level, ", ".join(_LOG_LEVELS)))
+            return 2
+        args.log_level = args.log_level.upper()
     for flag, (_, why) in _UNSUPPORTED.items():
         if getattr(args, "unsupported_" + flag.lstrip("-").replace("-", "_")):
             sys.stderr.write("horovodrun: %s is not supported by this build: "
@@ -598,14 +568,14 @@ def main(argv=None):
     timeout_s = (args.start_timeout if args.start_timeout is not None else
                  float(os.environ.get("HOROVOD_START_TIMEOUT", 30)))
     ssh = SshSettings(args.ssh_port, args.ssh_identity_file, timeout_s)
-    network = None
+    network, iface = None, None
     if not all(is_local(h) for h in used):
         forced = [i.strip() for i in (args.network_interfaces or "").split(",")
                   if i.strip()]
         try:
             addrs, iface, port = find_addresses(
                 used, ssh, env["HOROVOD_SECRET_KEY"], forced, timeout_s,
-                preexec_fn=_die_with_parent)
+                preexec_fn=die_with_parent)
         except LaunchError as e:
             sys.stderr.write("horovodrun: %s\n" % e)
             return 1
@@ -613,7 +583,12 @@ def main(argv=None):
             sys.stderr.write("horovodrun: ranks talk over %s: %s\n" % (
                 iface, ", ".join("%s=%s" % kv for kv in addrs.items())))
         network = (addrs, port)
-    job = _Job(args.command, env, hosts, args.np, args.verbose, network, ssh)
+    if args.mpi:
+        return _run_through_mpirun(args, env, hosts, iface)
+    output = Output(args.output_filename, args.np,
+                    args.prefix_output_with_timestamp)
+    job = _Job(args.command, env, hosts, args.np, args.verbose, network, ssh,
+               output)
     interrupts = []  # monotonic times of Ctrl-C presses
 
     def on_sigint(_signum, _frame):
