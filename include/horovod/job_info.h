@@ -27,8 +27,8 @@ struct JobInfo {
   // hosts (rendezvous_pmix), the PMIx key named after the file.
   std::string rendezvous_file;
   bool rendezvous_pmix = false;
-  std::string secret;           // the job's shared key (never logged)
-  std::string bind_addr;        // interface this rank listens on
+  std::string secret;     // the job's shared key (never logged)
+  std::string bind_addr;  // interface this rank listens on
   // Identifies this rank's machine: ranks with equal keys share memory.
   // HOROVOD_HOSTNAME, else the host name plus the kernel's boot id.
   std::string host_key;

@@ -1,8 +1,7 @@
 #include "common/logging.h"
 
-#include <unistd.h>
-
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -44,8 +43,8 @@ std::string TimePrefix() {
   localtime_r(&tv.tv_sec, &parts);
   char buf[64];
   size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &parts);
-  std::snprintf(buf + n, sizeof buf - n, ".%06ld: ",
-                static_cast<long>(tv.tv_usec));
+  std::snprintf(buf + n, sizeof buf - n,
+                ".%06ld: ", static_cast<long>(tv.tv_usec));
   return buf;
 }
 

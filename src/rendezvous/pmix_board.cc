@@ -95,8 +95,8 @@ Status PmixBoard::Open() {
     return Status::Aborted("libpmix lacks PMIx_Init/Put/Commit/Get");
   int rc = lib->init(&lib->me, nullptr, 0);
   if (rc != kPmixSuccess)
-    return Status::Aborted("PMIx_Init failed (status " +
-                               std::to_string(rc) + ")");
+    return Status::Aborted("PMIx_Init failed (status " + std::to_string(rc) +
+                           ")");
   lib->joined = true;
   lib_ = std::move(lib);
   return Status::OK();
@@ -113,7 +113,7 @@ Status PmixBoard::Publish(const std::string& key, const std::string& value) {
   if (rc == kPmixSuccess) rc = lib_->commit();
   if (rc != kPmixSuccess)
     return Status::Aborted("PMIx could not post " + key + " (status " +
-                               std::to_string(rc) + ")");
+                           std::to_string(rc) + ")");
   return Status::OK();
 }
 
@@ -145,8 +145,7 @@ Status PmixBoard::ReadRank0(const std::string& key, Deadline deadline,
     result->rc = rc;
     if (rc == kPmixSuccess && v != nullptr) {
       if (v->type == kPmixString && v->data.string != nullptr)
-        result->value.assign(v->data.string,
-                             strnlen(v->data.string, 4096));
+        result->value.assign(v->data.string, strnlen(v->data.string, 4096));
       else
         result->wrong_type = true;
       if (lib->value_free) lib->value_free(v, 1);
@@ -155,16 +154,17 @@ Status PmixBoard::ReadRank0(const std::string& key, Deadline deadline,
     result->cv.notify_all();
   }).detach();
   std::unique_lock<std::mutex> lock(result->mu);
-  bool done = result->cv.wait_for(lock,
-                                  std::chrono::milliseconds(deadline.RemainingMs()),
-                                  [&] { return result->done; });
+  bool done = result->cv.wait_for(
+      lock, std::chrono::milliseconds(deadline.RemainingMs()),
+      [&] { return result->done; });
   if (!done)
-    return Status::Timeout("rank 0 did not post its address through PMIx "
-                           "before the start timeout");
+    return Status::Timeout(
+        "rank 0 did not post its address through PMIx "
+        "before the start timeout");
   --lib->helpers_running;
   if (result->rc != kPmixSuccess || result->wrong_type)
-    return Status::Aborted("PMIx could not read rank 0's " + key +
-                               " (status " + std::to_string(result->rc) + ")");
+    return Status::Aborted("PMIx could not read rank 0's " + key + " (status " +
+                           std::to_string(result->rc) + ")");
   *value = result->value;
   return Status::OK();
 }

@@ -98,10 +98,10 @@ Status DialRank0(const std::vector<std::string>& hosts, int port,
                  Deadline deadline, Socket* out, std::string* reached) {
   std::string errors;
   for (const std::string& h : hosts) {
-    Deadline attempt = hosts.size() == 1
-                           ? deadline
-                           : Deadline::After(std::min(
-                                 2.0, deadline.RemainingMs() / 1000.0));
+    Deadline attempt =
+        hosts.size() == 1
+            ? deadline
+            : Deadline::After(std::min(2.0, deadline.RemainingMs() / 1000.0));
     Status st = Socket::Connect(h, port, attempt, out);
     if (st.ok()) {
       *reached = h;
@@ -214,8 +214,8 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
     std::vector<std::string> rank0_hosts = {
         job.controller_addr.empty() ? "127.0.0.1" : job.controller_addr};
     if (port == 0 && job.rendezvous_pmix) {
-      HVD_RETURN_IF_ERROR(ReadFromPmix(job, deadline, &board, &port, &hp.secret,
-                                       &rank0_hosts));
+      HVD_RETURN_IF_ERROR(
+          ReadFromPmix(job, deadline, &board, &port, &hp.secret, &rank0_hosts));
     } else if (port == 0) {
       HVD_RETURN_IF_ERROR(
           ReadRendezvousFile(job.rendezvous_file, deadline, &port, &hp.secret));
