@@ -11,6 +11,11 @@ matches single-process training with the same global batch.
 
 combines the ranks' weight changes with Adasum instead of averaging their
 gradients (a power-of-two number of ranks).
+
+    python examples/pytorch_digits.py --num-proc 4 --hosts h1:2,h2:2
+
+starts the ranks itself through horovod.run (on this host without
+--hosts) and prints what rank 0's training returned.
 """
 
 import argparse
@@ -30,8 +35,23 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--op", choices=["average", "adasum"], default="average")
+    p.add_argument("--num-proc", type=int,
+                   help="start this many ranks with horovod.run")
+    p.add_argument("--hosts", help="with --num-proc: hosts and slots")
     args = p.parse_args()
+    if args.num_proc is None:
+        train(args)
+        return
+    import horovod
+    accuracies = horovod.run(train, args=(args,), np=args.num_proc,
+                             hosts=args.hosts)
+    print("final test accuracy: %.4f (ranks=%d, global batch=%d, through "
+          "horovod.run)" % (accuracies[0], args.num_proc,
+                            args.global_batch_size))
 
+
+def train(args):
+    """Trains on this rank's share; returns the final test accuracy."""
     hvd.init()
     torch.set_num_threads(1)
     rank, size = hvd.rank(), hvd.size()
@@ -87,10 +107,11 @@ def main():
         if rank == 0:
             print("epoch %2d  loss %.4f  test accuracy %.4f" % (epoch + 1, loss, acc),
                   flush=True)
-    if rank == 0:
+    if rank == 0 and args.num_proc is None:
         print("final test accuracy: %.4f (ranks=%d, global batch=%d)"
               % (acc, size, args.global_batch_size))
     hvd.shutdown()
+    return acc
 
 
 if __name__ == "__main__":

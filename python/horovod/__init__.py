@@ -39,3 +39,10 @@ class _NotBuiltFinder(importlib.abc.MetaPathFinder):
 
 if not any(isinstance(f, _NotBuiltFinder) for f in sys.meta_path):
     sys.meta_path.append(_NotBuiltFinder())
+
+
+def run(*args, **kwargs):
+    """Runs a function on every rank of a job and returns each rank's
+    result (horovod.runner.run)."""
+    from horovod.runner.run_api import run as _run
+    return _run(*args, **kwargs)

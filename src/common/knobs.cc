@@ -193,6 +193,9 @@ std::vector<KnobSpec> MakeTable() {
       Job("HOROVOD_CONTROLLER_PORT", kInt, "the port rank 0 listens on"),
       Job("HOROVOD_SECRET_KEY", kString, "the job's secret (never logged)"),
       Job("HOROVOD_BIND_ADDR", kString, "interface this rank listens on"),
+      Job("HOROVOD_RUN_ADDR", kString,
+          "where horovod.run's launcher serves the function"),
+      Job("HOROVOD_RUN_PORT", kInt, "the port it serves it on"),
   };
 }
 

@@ -6,13 +6,17 @@ a rank over ssh and the network probe. The same pieces across real
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+
+import pytest
 
 from conftest import process_alive
 
-from horovod.runner import probe
+from horovod.runner import auth, probe
 from horovod.runner.hosts import choose_interface
 from horovod.runner.launch import placement
 
@@ -145,3 +149,166 @@ def test_probe_answers_only_a_peer_with_the_job_secret():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_horovod_run_returns_each_ranks_value_in_rank_order():
+    code = """
+import horovod
+from horovod.runner import run
+
+def f(base, scale=1):
+    import horovod.torch as hvd, torch
+    hvd.init()
+    total = hvd.allreduce(torch.tensor([float(hvd.rank())]), op=hvd.Sum)
+    return (hvd.rank(), base + scale * total.item())
+
+print(horovod.run(f, args=(100,), kwargs={"scale": 2}, np=3))
+assert horovod.run is not run and run(f, args=(0,), np=1) == [(0, 0.0)]
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines()[-1] == "[(0, 106.0), (1, 106.0), (2, 106.0)]"
+
+
+def test_horovod_run_raises_a_ranks_exception_naming_the_rank():
+    code = """
+import horovod
+
+def f():
+    import os
+    if os.environ["HOROVOD_RANK"] == "1":
+        raise KeyError("no such thing")
+    return 1
+
+try:
+    horovod.run(f, np=2)
+except RuntimeError as e:
+    print("RAISED", e, "|", repr(e.__cause__))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=180)
+    assert ("RAISED horovod.run: rank 1 raised KeyError: 'no such thing' | "
+            "KeyError('no such thing')") in out.stdout, out
+
+
+def _listener():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    return srv
+
+
+def test_launcher_channel_refuses_a_peer_without_the_secret():
+    secret, wrong = os.urandom(32), os.urandom(32)
+    srv = _listener()
+    outcome = {}
+
+    def serve():
+        conn, _ = srv.accept()
+        with conn:
+            try:
+                auth.serve_handshake(conn, secret)
+                outcome["server"] = "accepted"
+            except auth.AuthError as e:
+                outcome["server"] = str(e)
+
+    t = threading.Thread(target=serve)
+    t.start()
+    with socket.create_connection(srv.getsockname()) as c:
+        try:
+            auth.client_handshake(c, wrong)
+        except (auth.AuthError, ConnectionError):
+            pass
+    t.join(10)
+    srv.close()
+    assert outcome["server"] == "peer does not know the job's secret"
+
+
+def test_run_task_unpickles_nothing_from_a_launcher_without_the_secret(tmp_path):
+    """A listener posing as the launcher, with the wrong secret: the rank
+    fails the handshake and never reads the payload."""
+    srv = _listener()
+    marker = tmp_path / "ran"
+
+    def impostor():
+        # Takes the rank's proof without checking it, answers with a
+        # made-up one, then sends a pickle that would write the marker.
+        conn, _ = srv.accept()
+        with conn:
+            try:
+                conn.sendall(os.urandom(auth.NONCE_BYTES))
+                auth.recv_exact(conn, auth.MAC_BYTES + auth.NONCE_BYTES)
+                conn.sendall(os.urandom(auth.MAC_BYTES))
+                import cloudpickle
+                blob = cloudpickle.dumps((open, (str(marker), "w"), {}))
+                conn.sendall(len(blob).to_bytes(8, "little") + blob +
+                             os.urandom(auth.MAC_BYTES))
+            except OSError:
+                pass
+
+    t = threading.Thread(target=impostor)
+    t.start()
+    env = dict(os.environ, HOROVOD_RUN_ADDR="127.0.0.1",
+               HOROVOD_RUN_PORT=str(srv.getsockname()[1]),
+               HOROVOD_SECRET_KEY=os.urandom(32).hex(), HOROVOD_RANK="0")
+    out = subprocess.run([sys.executable, "-m", "horovod.runner.run_task"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    t.join(10)
+    srv.close()
+    assert out.returncode != 0
+    assert out.stderr.strip() == (
+        "rank 0: cannot take the function from horovod.run's launcher at "
+        "127.0.0.1:%s: listener does not know the job's secret"
+        % env["HOROVOD_RUN_PORT"]), out.stderr
+    assert not marker.exists()
+
+
+def test_launcher_channel_frames_fail_when_altered():
+    secret = os.urandom(32)
+    a, b = socket.socketpair()
+    result = {}
+    t = threading.Thread(target=lambda: result.update(
+        server=auth.serve_handshake(a, secret)))
+    t.start()
+    client = auth.client_handshake(b, secret)
+    t.join(10)
+    server = result["server"]
+    frame = bytearray()
+    client._sock = _Capture(frame)
+    client.send(b"hello")
+    b.sendall(bytes(frame))
+    assert server.recv(100) == b"hello"
+    b.sendall(bytes(frame))  # the same frame again: a replay
+    with pytest.raises(auth.AuthError, match="integrity"):
+        server.recv(100)
+    a.close()
+    b.close()
+
+
+def test_launcher_channel_frames_fail_when_a_bit_flips():
+    secret = os.urandom(32)
+    a, b = socket.socketpair()
+    result = {}
+    t = threading.Thread(target=lambda: result.update(
+        server=auth.serve_handshake(a, secret)))
+    t.start()
+    client = auth.client_handshake(b, secret)
+    t.join(10)
+    frame = bytearray()
+    client._sock = _Capture(frame)
+    client.send(b"hello")
+    frame[9] ^= 1  # in the body
+    b.sendall(bytes(frame))
+    with pytest.raises(auth.AuthError, match="integrity"):
+        result["server"].recv(100)
+    a.close()
+    b.close()
+
+
+class _Capture:
+    def __init__(self, buf):
+        self.buf = buf
+
+    def sendall(self, data):
+        self.buf += data

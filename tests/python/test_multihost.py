@@ -301,3 +301,34 @@ def test_mpirun_across_hosts_finds_rank_0_by_itself(hosts, how):
         assert p[r]["hostname"] == ("hvd-h1" if r < 2 else "hvd-h2"), p[r]
         assert (p[r]["local_rank"], p[r]["cross_rank"]) == (r % 2, r // 2)
         assert p[r]["sum"] == 6.0
+
+
+def test_horovod_run_across_hosts_returns_every_ranks_value(hosts):
+    code = """
+import socket
+import horovod
+
+def f(scale):
+    import horovod.torch as hvd, torch
+    hvd.init()
+    total = hvd.allreduce(torch.tensor([1.0]), op=hvd.Sum).item()
+    return (hvd.rank(), socket.gethostname(), scale * total)
+
+print(horovod.run(f, args=(10,), np=4, hosts="hvd-h2:2,hvd-h3:2"))
+"""
+    out = on_host(1, [PY, "-c", code], timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines()[-1] == str(
+        [(0, "hvd-h2", 40.0), (1, "hvd-h2", 40.0), (2, "hvd-h3", 40.0),
+         (3, "hvd-h3", 40.0)])
+
+
+def test_the_digits_example_starts_itself_across_hosts(hosts):
+    out = on_host(1, [PY, os.path.join(ROOT, "examples", "pytorch_digits.py"),
+                      "--num-proc", "4", "--hosts", "hvd-h1:2,hvd-h2:2",
+                      "--epochs", "3"], timeout=280)
+    assert out.returncode == 0, out.stderr[-3000:]
+    last = out.stdout.splitlines()[-1]
+    assert last.startswith("final test accuracy: ") and \
+        last.endswith("(ranks=4, global batch=64, through horovod.run)"), last
+    assert float(last.split()[3]) > 0.85

@@ -480,8 +480,7 @@ def _run_through_mpirun(args, env, hosts, iface):
     for host, _, local_size, _, _ in placement(hosts, args.np):
         if not slots or slots[-1][0] != host:
             slots.append((host, local_size))
-    env = {k: v for k, v in env.items() if k != "HOROVOD_SECRET_KEY"}
-    env["PYTHONUNBUFFERED"] = "1"
+    env = dict(env, PYTHONUNBUFFERED="1")
     try:
         argv = mpi_run.mpirun_command(args.command, env, slots, iface,
                                       args.mpi_args)
@@ -513,7 +512,11 @@ def _given(parser, argv):
 _LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
 
 
-def main(argv=None):
+def main(argv=None, before_start=None):
+    """horovodrun. `before_start(addresses, secret)`, when given, runs once
+    the hosts are checked and before any rank starts (addresses: {host:
+    address} across hosts, None on this host alone) and returns variables
+    to add to every rank's environment (horovod.run uses it)."""
     argv = sys.argv[1:] if argv is None else argv
     parser = make_parser()
     try:
@@ -583,6 +586,9 @@ def main(argv=None):
             sys.stderr.write("horovodrun: ranks talk over %s: %s\n" % (
                 iface, ", ".join("%s=%s" % kv for kv in addrs.items())))
         network = (addrs, port)
+    if before_start is not None:
+        env.update(before_start(network[0] if network else None,
+                                env["HOROVOD_SECRET_KEY"]))
     if args.mpi:
         return _run_through_mpirun(args, env, hosts, iface)
     output = Output(args.output_filename, args.np,
@@ -603,8 +609,11 @@ def main(argv=None):
         job.stopping = True
         job.signal_all(signum)
 
-    signal.signal(signal.SIGINT, on_sigint)
-    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        signal.signal(signal.SIGINT, on_sigint)
+        signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:
+        pass  # horovod.run from a thread other than the main one
     job.start()
     code, failed = job.wait(interrupts)
     if interrupts:

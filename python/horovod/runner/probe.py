@@ -9,8 +9,8 @@ output; nothing is ever unpickled or evaluated:
 2. probe -> launcher: ``{"port": P, "ifaces": {NAME: IPV4, ...},
    "free_port": F}``, F a port that was free on that host a moment ago. The
    probe listens on P on every address; each connection must prove it
-   knows the secret (an HMAC of a fresh nonce) before the probe answers,
-   and the probe proves it in return, so a probe never counts some other
+   knows the secret before the probe answers, and the probe proves it in
+   return (horovod.runner.auth), so a probe never counts some other
    service as a reachable peer.
 3. launcher -> probe: ``{"targets": [{"port": P, "ifaces": {...}}, ...]}``.
 4. probe -> launcher: ``{"reached": [[NAME, ...], ...]}``, per target the
@@ -19,21 +19,16 @@ output; nothing is ever unpickled or evaluated:
 """
 
 import fcntl
-import hashlib
-import hmac
 import json
-import os
 import socket
 import struct
 import sys
 import threading
 
+from horovod.runner import auth
 from horovod.runner.remote import read_header
 
 _SIOCGIFADDR = 0x8915
-NONCE_BYTES = 32
-_CLIENT_TAG = b"horovod-probe-client"
-_SERVER_TAG = b"horovod-probe-server"
 
 
 def interfaces():
@@ -50,29 +45,11 @@ def interfaces():
     return out
 
 
-def _mac(secret, tag, nonce):
-    return hmac.new(secret, tag + nonce, hashlib.sha256).digest()
-
-
-def _recv_exact(sock, n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
-
-
 def _serve_one(conn, secret):
     with conn:
         try:
             conn.settimeout(2.0)
-            nonce = os.urandom(NONCE_BYTES)
-            conn.sendall(nonce)
-            proof = _recv_exact(conn, 32)
-            if hmac.compare_digest(proof, _mac(secret, _CLIENT_TAG, nonce)):
-                conn.sendall(_mac(secret, _SERVER_TAG, nonce))
+            auth.serve_handshake(conn, secret)
         except (OSError, ConnectionError):
             pass
 
@@ -92,10 +69,8 @@ def reaches(addr, port, secret, timeout=2.0):
     try:
         with socket.create_connection((addr, port), timeout=timeout) as s:
             s.settimeout(timeout)
-            nonce = _recv_exact(s, NONCE_BYTES)
-            s.sendall(_mac(secret, _CLIENT_TAG, nonce))
-            return hmac.compare_digest(_recv_exact(s, 32),
-                                       _mac(secret, _SERVER_TAG, nonce))
+            auth.client_handshake(s, secret)
+            return True
     except (OSError, ConnectionError):
         return False
 

@@ -1,0 +1,134 @@
+"""`horovod.run(fn, ...)`: runs a Python function on every rank of a job,
+on this host or across hosts, and returns each rank's return value in rank
+order.
+
+The launcher serves the function to its ranks and collects their results
+over a channel of its own (horovod.runner.auth): each rank proves it knows
+the job's secret, and the launcher proves it back, before either end
+unpickles anything, and every frame carries an HMAC. Functions and results
+are cloudpickled only across that channel.
+"""
+
+import socket
+import sys
+import threading
+
+from horovod.runner import auth
+
+# A function with its captured state, or one rank's result.
+MAX_PAYLOAD_BYTES = 1 << 30
+
+
+class _Server:
+    """Hands out the function and gathers results; one thread per rank."""
+
+    def __init__(self, payload):
+        self.payload = payload
+        self.results = {}
+        self.lock = threading.Lock()
+        self.secret = None
+        self.listener = None
+
+    def start(self, bind_addr, secret):
+        self.secret = bytes.fromhex(secret)
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind((bind_addr, 0))
+        self.listener.listen(256)
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self.listener.getsockname()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,),
+                             daemon=True).start()
+
+    def _serve(self, conn):
+        with conn:
+            try:
+                conn.settimeout(30)
+                channel = auth.serve_handshake(conn, self.secret)
+                rank = int(channel.recv(16).decode("ascii"))
+                channel.send(self.payload)
+                conn.settimeout(None)  # the function may run for hours
+                result = channel.recv(MAX_PAYLOAD_BYTES)
+            except (OSError, ConnectionError, ValueError):
+                return
+            with self.lock:
+                self.results[rank] = result
+
+    def close(self):
+        if self.listener is not None:
+            self.listener.close()
+
+
+def _address_toward(addrs):
+    """This host's address on the route to the job's first host."""
+    target = next(iter(addrs.values()))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((target, 9))  # UDP: no packet is sent
+        return s.getsockname()[0]
+
+
+def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
+        slots=None, reset_limit=None, cooldown_range=None, hosts=None,
+        hostfile=None, start_timeout=None, ssh_port=None,
+        ssh_identity_file=None, disable_cache=None, output_filename=None,
+        verbose=None, use_gloo=None, use_mpi=None, mpi_args=None,
+        network_interface=None, executable=None):
+    """Runs func(*args, **kwargs) on np ranks; returns the list of their
+    return values, rank 0's first. Raises RuntimeError if the job fails,
+    naming the rank, with a rank's own exception as its cause."""
+    import cloudpickle
+
+    from horovod.runner import launch
+
+    elastic = [n for n, v in (("min_np", min_np), ("max_np", max_np),
+                              ("slots", slots), ("reset_limit", reset_limit),
+                              ("cooldown_range", cooldown_range)) if v is not None]
+    if elastic:
+        raise ValueError("elastic training is not built: %s" % ", ".join(elastic))
+    if hosts is not None and hostfile is not None:
+        raise ValueError("give hosts or hostfile, not both")
+    argv = ["-np", str(np)]
+    for flag, value in (("-H", hosts), ("-hostfile", hostfile),
+                        ("--start-timeout", start_timeout), ("-p", ssh_port),
+                        ("-i", ssh_identity_file),
+                        ("--output-filename", output_filename),
+                        ("--mpi-args", mpi_args),
+                        ("--network-interface", network_interface)):
+        if value is not None:
+            argv += [flag, str(value)]
+    for flag, on in (("--verbose", verbose), ("--gloo", use_gloo),
+                     ("--mpi", use_mpi), ("--disable-cache", disable_cache)):
+        if on:
+            argv.append(flag)
+    server = _Server(cloudpickle.dumps((func, tuple(args), dict(kwargs or {}))))
+
+    def before_start(addrs, secret):
+        bind = "127.0.0.1" if addrs is None else _address_toward(addrs)
+        host, port = server.start(bind, secret)
+        return {"HOROVOD_RUN_ADDR": host, "HOROVOD_RUN_PORT": str(port)}
+
+    command = [executable or sys.executable, "-m", "horovod.runner.run_task"]
+    try:
+        code = launch.main(argv + command, before_start=before_start)
+    finally:
+        server.close()
+    outcomes = {}
+    for rank, blob in sorted(server.results.items()):
+        outcomes[rank] = cloudpickle.loads(blob)
+    failed = [(r, o[1]) for r, o in outcomes.items() if not o[0]]
+    if failed:
+        rank, error = failed[0]
+        raise RuntimeError("horovod.run: rank %d raised %s: %s"
+                           % (rank, type(error).__name__, error)) from error
+    if code != 0:
+        raise RuntimeError("horovod.run: the job failed (exit code %d)" % code)
+    missing = [r for r in range(np) if r not in outcomes]
+    if missing:
+        raise RuntimeError("horovod.run: no result from rank(s) %s" % missing)
+    return [outcomes[r][1] for r in range(np)]
