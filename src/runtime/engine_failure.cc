@@ -35,7 +35,10 @@ Status EngineImpl::FromCoordinator(const Status& fallback, bool about_rank0) {
     ResponseList l;
     if (!DecodeResponseList(frame, job_.size, &cache_, &l).ok()) break;
     if (!l.abort_reason.empty()) return Status::Aborted(l.abort_reason);
-    if (l.shutdown) return Status::OK();
+    if (l.shutdown) {
+      shutdown_received_ = true;
+      return Status::OK();
+    }
   }
   if (about_rank0 || st.ok()) return fallback;
   if (st.code() == StatusCode::kTimeout)

@@ -320,6 +320,9 @@ class EngineImpl {
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> loop_done_{false};
   bool shutdown_sent_ = false;
+  // Rank 0's shutdown list, found while reading after a failed write (rank
+  // 0 may exit as soon as it has sent it): the job ended normally.
+  bool shutdown_received_ = false;
   uint64_t epoch_ = 0;
   // EngineMetrics: the running step's share, added under metrics_mu_ when
   // the step ends (any thread may read the totals).

@@ -98,7 +98,7 @@ void EngineImpl::RunStep(int max_wait_ms) {
   Status st = job_.rank == 0 ? CoordinatorStep(max_wait_ms, &finished)
                              : WorkerStep(max_wait_ms, &finished);
   AddStepMetrics(Clock::now() - begin);
-  if (st.ok() && !finished) return;
+  if (st.ok() && !finished && !shutdown_received_) return;
   if (!st.ok()) Fatal(st.message());
   // Transfers that broke as the job shut down, and operations it will
   // never run (another rank shut it down), still owe their callers an

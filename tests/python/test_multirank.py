@@ -206,3 +206,14 @@ def test_tensor_over_two_to_the_31_elements():
     res = horovodrun(2, "big.py", timeout=280)
     assert_ok(res)
     assert res.stdout.count("big OK") == 2
+
+
+def test_ranks_that_finish_together_over_tcp_log_no_error():
+    """Rank 0 may exit as soon as it has sent the shutdown list, while a
+    worker's own shutdown request is still on its way: the worker must read
+    that list, not report rank 0 as dead. Repeated: the race is narrow."""
+    for attempt in range(10):  # about 1 in 4 hit it before the fix
+        out = horovodrun(2, "placement.py", env={"HOROVOD_SHM_DISABLE": "1"},
+                         timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "ERROR" not in out.stderr, (attempt, out.stderr)
