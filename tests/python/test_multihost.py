@@ -68,13 +68,18 @@ def horovodrun(*args, timeout=240):
                    timeout=timeout)
 
 
-def places(out):
+def place_records(text):
+    """{rank: record} of the PLACE lines in text, also where ranks sharing
+    one output stream ran their lines into each other."""
     found = {}
-    for line in out.stdout.splitlines():
-        if "PLACE " in line:
-            p = json.loads(line.split("PLACE ", 1)[1])
-            found[p["rank"]] = p
+    for chunk in text.split("PLACE ")[1:]:
+        record, _ = json.JSONDecoder().raw_decode(chunk)
+        found[record["rank"]] = record
     return found
+
+
+def places(out):
+    return place_records(out.stdout)
 
 
 def test_two_hosts_two_ranks_each_run_where_placed(hosts):
@@ -291,11 +296,7 @@ def test_mpirun_across_hosts_finds_rank_0_by_itself(hosts, how):
             else:
                 os.environ[k] = v
     assert out.returncode == 0, out.stderr[-3000:]
-    # mpirun's --tag-output may run one rank's line into the next.
-    p = {}
-    for chunk in out.stdout.split("PLACE ")[1:]:
-        d, _ = json.JSONDecoder().raw_decode(chunk)
-        p[d["rank"]] = d
+    p = places(out)
     assert sorted(p) == [0, 1, 2, 3], out.stdout
     for r in range(4):
         assert p[r]["hostname"] == ("hvd-h1" if r < 2 else "hvd-h2"), p[r]
@@ -332,3 +333,32 @@ def test_the_digits_example_starts_itself_across_hosts(hosts):
     assert last.startswith("final test accuracy: ") and \
         last.endswith("(ranks=4, global batch=64, through horovod.run)"), last
     assert float(last.split()[3]) > 0.85
+
+
+def test_torchrun_with_two_nodes(hosts):
+    """torchrun's c10d rendezvous on hvd-h1; the ranks find rank 0 next to
+    torchrun's store and share the secret the user exports."""
+    env = dict(os.environ, HOROVOD_SECRET_KEY=os.urandom(32).hex())
+    procs = []
+    for i in (1, 2):
+        argv = ["torchrun", "--nnodes", "2", "--nproc-per-node", "2",
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", "hvd-h1:29400",
+                "--rdzv-id", "two-nodes", worker("placement.py")]
+        procs.append(subprocess.Popen(testhosts.exec_argv(i, argv, ROOT),
+                                      env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=180)
+            assert p.returncode == 0, err[-3000:]
+            outs.append(out)
+    finally:
+        for p in procs:
+            p.kill()
+    p = place_records("".join(outs))
+    assert sorted(p) == [0, 1, 2, 3]
+    by_host = sorted((d["hostname"], d["local_rank"], d["cross_rank"], d["sum"])
+                     for d in p.values())
+    assert by_host == [("hvd-h1", 0, 0, 6.0), ("hvd-h1", 1, 0, 6.0),
+                       ("hvd-h2", 0, 1, 6.0), ("hvd-h2", 1, 1, 6.0)], by_host
