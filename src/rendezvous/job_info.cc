@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <vector>
 
 #include "common/knobs.h"
 #include "rendezvous/pmix_board.h"
+#include "rendezvous/slurm_lists.h"
 
 namespace horovod {
 namespace {
@@ -48,12 +50,72 @@ std::string PrivateFile(const std::string& key, int generation) {
          std::to_string(h) + "-" + std::to_string(generation);
 }
 
+std::string EnvOr(const char* name, const char* fallback_name) {
+  std::string v;
+  if (!EnvString(name, &v)) EnvString(fallback_name, &v);
+  return v;
+}
+
+// srun's tasks: placement from SLURM_*; rank 0 is on the step's first
+// node (task 0 goes there under every built-in distribution). Sets
+// *needs_secret when the ranks have no way but the user's to share one.
+Status FromSlurm(JobInfo* j, int generation, bool* needs_secret) {
+  HVD_RETURN_IF_ERROR(RequireInt("SLURM_PROCID", &j->rank));
+  std::string ntasks = EnvOr("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS");
+  char* end = nullptr;
+  j->size = static_cast<int>(std::strtol(ntasks.c_str(), &end, 10));
+  if (ntasks.empty() || *end != '\0')
+    return Status::InvalidArgument(
+        "srun gave this task no SLURM_STEP_NUM_TASKS or SLURM_NTASKS");
+  std::vector<std::string> nodes;
+  std::vector<int> tasks;
+  const std::string node_list =
+      EnvOr("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST");
+  const std::string task_list =
+      EnvOr("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE");
+  HVD_RETURN_IF_ERROR(ExpandSlurmNodeList(node_list, &nodes));
+  HVD_RETURN_IF_ERROR(ExpandSlurmTasksPerNode(task_list, &tasks));
+  if (nodes.size() != tasks.size())
+    return Status::InvalidArgument(
+        "Slurm lists " + std::to_string(nodes.size()) + " nodes (" + node_list +
+        ") but tasks for " + std::to_string(tasks.size()) + " (" + task_list +
+        ")");
+  int sum = 0;
+  for (int t : tasks) sum += t;
+  if (sum != j->size)
+    return Status::InvalidArgument("Slurm's tasks per node (" + task_list +
+                                   ") add up to " + std::to_string(sum) +
+                                   ", not the step's " +
+                                   std::to_string(j->size) + " tasks");
+  const int node = IntOr("SLURM_NODEID", 0);
+  if (node < 0 || node >= static_cast<int>(nodes.size()))
+    return Status::InvalidArgument("SLURM_NODEID=" + std::to_string(node) +
+                                   " is not a node of " + node_list);
+  j->local_rank = IntOr("SLURM_LOCALID", 0);
+  j->local_size = tasks[node];
+  j->cross_rank = node;
+  j->cross_size = static_cast<int>(nodes.size());
+  const std::string step =
+      EnvOr("SLURM_JOB_ID", "SLURM_JOBID") + "." + EnvOr("SLURM_STEP_ID", "");
+  j->rendezvous_file = PrivateFile("slurm:" + step, generation);
+  if (nodes.size() > 1 && !PmixBoard::Available()) {
+    // No channel of Slurm's own to post an address through: rank 0
+    // listens on the first node at a port both ends derive from the step.
+    j->controller_addr = nodes[0];
+    j->controller_port =
+        20000 + static_cast<int>(std::hash<std::string>()(step) % 20000);
+    *needs_secret = true;
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status JobInfo::FromEnvironment(JobInfo* out, int generation) {
   JobInfo j;
   std::string s;
   bool from_launcher = false;
+  bool needs_secret = false;
   if (EnvString("HOROVOD_RANK", &s)) {  // horovodrun (or a user's own)
     HVD_RETURN_IF_ERROR(RequireInt("HOROVOD_RANK", &j.rank));
     HVD_RETURN_IF_ERROR(RequireInt("HOROVOD_SIZE", &j.size));
@@ -91,6 +153,9 @@ Status JobInfo::FromEnvironment(JobInfo* out, int generation) {
       EnvString("MASTER_ADDR", &j.controller_addr);
       j.controller_port = IntOr("MASTER_PORT", 29500) + 1;
     }
+  } else if (EnvString("SLURM_PROCID", &s) &&
+             EnvString("SLURM_STEP_ID", &s)) {  // srun (not a batch script)
+    HVD_RETURN_IF_ERROR(FromSlurm(&j, generation, &needs_secret));
   }
   if (j.size < 1 || j.rank < 0 || j.rank >= j.size)
     return Status::InvalidArgument("invalid rank " + std::to_string(j.rank) +
@@ -124,6 +189,12 @@ Status JobInfo::FromEnvironment(JobInfo* out, int generation) {
     j.rendezvous_pmix = true;
   }
   EnvString("HOROVOD_SECRET_KEY", &j.secret);
+  if (needs_secret && j.secret.empty())
+    return Status::InvalidArgument(
+        "srun started this job on several nodes without PMIx, so the ranks "
+        "share no secret: export the same HOROVOD_SECRET_KEY to every task "
+        "(e.g. HOROVOD_SECRET_KEY=$(openssl rand -hex 32) srun ...), or run "
+        "srun --mpi=pmix");
   EnvString("HOROVOD_BIND_ADDR", &j.bind_addr);
   if (j.bind_addr.empty() && j.local_size == j.size) j.bind_addr = "127.0.0.1";
   if (j.controller_addr.empty() && j.local_size == j.size)
