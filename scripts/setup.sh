@@ -4,13 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# openssh-server and iproute2: the multi-host tests' hosts (tests/multihost).
+# openssh-server and iproute2: the multi-host tests' hosts (tests/multihost);
+# slurm-wlm and munge: a Slurm cluster on them.
 if ! dpkg -s libgtest-dev openmpi-bin libopenmpi-dev clang-format \
-    openssh-server openssh-client iproute2 >/dev/null 2>&1; then
+    openssh-server openssh-client iproute2 slurm-wlm munge >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
     libgtest-dev openmpi-bin libopenmpi-dev clang-format ninja-build \
-    openssh-server openssh-client iproute2 >/dev/null
+    openssh-server openssh-client iproute2 slurm-wlm munge >/dev/null
 fi
 # torch first and by exact version: an unpinned torch pulls a CUDA build.
 python3 -m pip install -q torch==2.13.0

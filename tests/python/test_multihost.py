@@ -22,6 +22,7 @@ from test_faults import DEAD_PEER_BOUND_S, Watched, check_survivors, kill_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "multihost"))
 import testhosts  # noqa: E402
+import testslurm  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PY = sys.executable
@@ -362,3 +363,59 @@ def test_torchrun_with_two_nodes(hosts):
                      for d in p.values())
     assert by_host == [("hvd-h1", 0, 0, 6.0), ("hvd-h1", 1, 0, 6.0),
                        ("hvd-h2", 0, 1, 6.0), ("hvd-h2", 1, 1, 6.0)], by_host
+
+
+@pytest.fixture(scope="module")
+def slurm(hosts):
+    for daemon in ("slurmctld", "slurmd", "munged"):
+        if shutil.which(daemon, path="/usr/sbin:/usr/bin") is None:
+            why = "%s is not installed (scripts/setup.sh installs slurm-wlm " \
+                  "and munge)" % daemon
+            print("SKIPPED Slurm tests: %s" % why)
+            pytest.skip(why)
+    testslurm.up(2)
+    try:
+        yield testslurm
+    finally:
+        testslurm.down()
+
+
+def srun(*args, env=None, timeout=180):
+    """srun on hvd-h1 against the test cluster."""
+    full = dict(os.environ, SLURM_CONF=testslurm.conf())
+    full.pop("HOROVOD_SECRET_KEY", None)
+    full.update(env or {})
+    return subprocess.run(testhosts.exec_argv(1, ["srun"] + [str(a) for a in args],
+                                              ROOT),
+                          capture_output=True, text=True, timeout=timeout,
+                          env=full)
+
+
+@pytest.mark.parametrize("how", ["pmix", "exported secret"])
+def test_srun_across_nodes_finds_rank_0_without_master_addr(slurm, how):
+    """srun --mpi=pmix: rank 0 posts its address and a fresh secret through
+    Slurm's PMIx server. Without PMIx, rank 0 listens on the step's first
+    node and the user's exported secret authenticates the ranks."""
+    if how == "pmix":
+        out = srun("--mpi=pmix", "-N", 2, "-n", 3, PY, worker("placement.py"))
+    else:
+        out = srun("-N", 2, "-n", 3, PY, worker("placement.py"),
+                   env={"HOROVOD_SECRET_KEY": os.urandom(32).hex()})
+    assert out.returncode == 0, out.stderr[-3000:]
+    p = place_records(out.stdout)
+    assert sorted(p) == [0, 1, 2], out.stdout
+    # Slurm fills the first node first: tasks per node "2,1".
+    got = [(p[r]["hostname"], p[r]["local_rank"], p[r]["local_size"],
+            p[r]["cross_rank"], p[r]["cross_size"]) for r in range(3)]
+    assert got == [("hvd-h1", 0, 2, 0, 2), ("hvd-h1", 1, 2, 0, 2),
+                   ("hvd-h2", 0, 1, 1, 2)], got
+    assert all(p[r]["sum"] == 3.0 and p[r]["homogeneous"] is False
+               for r in range(3))
+
+
+def test_srun_across_nodes_without_a_way_to_share_a_secret_says_so(slurm):
+    out = srun("-N", 2, "-n", 2, PY, "-c",
+               "import horovod.torch as hvd; hvd.init()")
+    assert out.returncode != 0
+    assert "export the same HOROVOD_SECRET_KEY to every task" in out.stderr, \
+        out.stderr[-2000:]
