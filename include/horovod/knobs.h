@@ -44,6 +44,10 @@ struct Knobs {
   // hosts one flat ring instead of reduce within each host, allreduce
   // across hosts, broadcast within each host (the default).
   bool hierarchical_allreduce = true;
+  // HOROVOD_HIERARCHICAL_ALLGATHER: 0 makes allgather, broadcast and
+  // alltoall over ranks on several hosts flat instead of within each host,
+  // between one leader per host, and within each host again (the default).
+  bool hierarchical_allgather = true;
   // HOROVOD_SHM_BUFFER_BYTES: size of each half of a rank's shared-memory
   // region; larger collectives go through it in rounds.
   int64_t shm_buffer_bytes = 4 << 20;

@@ -1,9 +1,21 @@
-// Hierarchical allreduce for a process set spread over several hosts:
-// reduce within each host (shared memory when the host's ranks share it),
-// allreduce across hosts between one leader per host (TCP), then broadcast
-// within each host from its leader. Across hosts only the leaders send,
-// each 2(h-1)/h of the data for h hosts, instead of every rank of a flat
-// ring sending 2(n-1)/n over the network.
+// Hierarchical collectives for a process set spread over several hosts:
+// each works within every host (shared memory when the host's ranks share
+// it), between one leader per host (TCP), and within every host again, so
+// that only the leaders send across hosts. Allreduce: reduce within the
+// host, allreduce between leaders, broadcast within the host (each leader
+// sends 2(h-1)/h of the data for h hosts, instead of every rank of a flat
+// ring sending 2(n-1)/n over the network). Broadcast: within the root's
+// host, between leaders, within every other host. Allgather: within each
+// host, between leaders (whole hosts' blocks), then the whole result
+// within each host. Reducescatter: reduce within the host, reducescatter
+// of hosts' blocks between leaders, each host's block within its host.
+// Alltoall: each host's ranks' blocks meet at its leader, leaders exchange
+// what crosses between each pair of hosts, and each leader hands its
+// host's ranks their share. Moving data (broadcast, allgather, alltoall)
+// gives results identical to the flat algorithms; reductions are
+// identical on every rank, and to the flat ones wherever the order of
+// combining does not matter (integers, min, max; floating-point sums may
+// differ in their last bits, as between any two allreduce algorithms).
 //
 // HostSplit is a pure function of data every rank shares (the members and
 // every rank's host key), so all ranks choose the same algorithm without
@@ -29,6 +41,22 @@ struct HostSplit {
   // Worth it: the members span several hosts and some host has more than
   // one of them (otherwise the split adds steps and saves nothing).
   bool useful = false;
+  // By member index (position in `members`): the index of its host (its
+  // leader's position in `leaders`) and its position among its host's
+  // members. By host index: its members' indices, ascending.
+  std::vector<int> host_of;
+  std::vector<int> index_in_host;
+  std::vector<std::vector<int>> host_members;
+  int my_host = 0;
+  // Every host's members are consecutive member indices, hosts in order:
+  // then a host's blocks of an allgather or reducescatter are one run.
+  bool contiguous = false;
+};
+
+// Which collectives go hierarchically (the others run flat).
+struct Hierarchy {
+  bool reductions = true;  // allreduce, reducescatter
+  bool movement = true;    // allgather, broadcast, alltoall
 };
 
 // `members`: global ranks, ascending, `me` among them. `hosts[r]` is global
@@ -40,8 +68,10 @@ class HierarchicalGroup : public CollectiveGroup {
  public:
   // `local` spans HostSplit::local; `cross` spans HostSplit::leaders and is
   // null on every rank that is not a leader; `flat` spans every member and
-  // runs the other collectives. `fusion` (not owned) packs fused tensors.
-  HierarchicalGroup(std::unique_ptr<CollectiveGroup> local,
+  // runs what `hierarchy` leaves flat. `fusion` (not owned) packs fused
+  // tensors.
+  HierarchicalGroup(const HostSplit& split, Hierarchy hierarchy,
+                    std::unique_ptr<CollectiveGroup> local,
                     std::unique_ptr<CollectiveGroup> cross,
                     std::unique_ptr<CollectiveGroup> flat, Scratch* fusion);
 
@@ -55,7 +85,7 @@ class HierarchicalGroup : public CollectiveGroup {
   // Phases: "<local kind>HOST_ALLREDUCE", "<cross kind>CROSS_ALLREDUCE"
   // (leaders only), "<local kind>HOST_BROADCAST". The cross-host result may
   // differ in its last bits from the host's own reduction, so every member
-  // takes the leader's copy.
+  // takes the leader's copy. The other collectives report no phases.
   using CollectiveGroup::Allreduce;
   Status Allreduce(const Piece* pieces, size_t n, const ReduceArgs& args,
                    const PhaseFn* on_phase = nullptr) override;
@@ -69,8 +99,21 @@ class HierarchicalGroup : public CollectiveGroup {
                    int64_t max_pair_bytes) override;
 
  private:
+  // Bytes of each host's members in host order, into hosts_ (by host)
+  // and local_bytes_ (our host's members); returns the total.
+  int64_t SumByHost(const std::vector<int64_t>& bytes);
+  Status HostMajorAlltoall(const void* send,
+                           const std::vector<int64_t>& send_bytes, void* recv,
+                           const std::vector<int64_t>& recv_bytes);
+
+  HostSplit split_;
+  Hierarchy hierarchy_;
   std::unique_ptr<CollectiveGroup> local_, cross_, flat_;
   Scratch* fusion_;
+  // Reused across calls: sizes, offsets and a host-major staging area.
+  std::vector<int64_t> hosts_, local_bytes_, offsets_, matrix_, sizes_,
+      cross_send_, cross_recv_;
+  Scratch staging_, gathered_, received_;
 };
 
 }  // namespace horovod

@@ -137,6 +137,10 @@ std::vector<KnobSpec> MakeTable() {
                   "--hierarchical-allreduce --no-hierarchical-allreduce",
                   "reduce within hosts, across leaders, broadcast within "
                   "hosts")),
+      Agreed(Flag("HOROVOD_HIERARCHICAL_ALLGATHER", &K::hierarchical_allgather,
+                  "--hierarchical-allgather --no-hierarchical-allgather",
+                  "allgather, broadcast and alltoall within hosts, across "
+                  "leaders, within hosts")),
       Agreed(Int("HOROVOD_SHM_BUFFER_BYTES", &K::shm_buffer_bytes, 4096,
                  4294967296.0, "",
                  "each half of a rank's shared-memory region")),

@@ -31,7 +31,7 @@ Executor::Executor(Transport* transport, ShmGroup* shm,
       sets_(sets),
       timeline_(timeline),
       hosts_(std::move(hosts)),
-      hierarchical_allreduce_(knobs.hierarchical_allreduce) {
+      hierarchy_{knobs.hierarchical_allreduce, knobs.hierarchical_allgather} {
   algo_.small_allreduce_bytes = knobs.small_allreduce_bytes;
   algo_.ring_chunk_bytes = knobs.ring_chunk_bytes;
 }
@@ -93,15 +93,16 @@ Status Executor::PlanFor(int process_set, Plan** out) {
     return Status::OK();
   Plan plan;
   HVD_RETURN_IF_ERROR(MakeGroup(members, &plan.group));
-  if (hierarchical_allreduce_ && hosts_.size() > static_cast<size_t>(me)) {
+  if ((hierarchy_.reductions || hierarchy_.movement) &&
+      hosts_.size() > static_cast<size_t>(me)) {
     HostSplit split = SplitByHost(members, hosts_, me);
     if (split.useful) {
       std::unique_ptr<CollectiveGroup> local, cross;
       HVD_RETURN_IF_ERROR(MakeGroup(split.local, &local));
       if (split.leader) HVD_RETURN_IF_ERROR(MakeGroup(split.leaders, &cross));
       plan.group = std::make_unique<HierarchicalGroup>(
-          std::move(local), std::move(cross), std::move(plan.group),
-          &fusion_buffer_);
+          split, hierarchy_, std::move(local), std::move(cross),
+          std::move(plan.group), &fusion_buffer_);
     }
   }
   plan.p2p = std::make_unique<TcpGroup>(

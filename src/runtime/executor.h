@@ -20,6 +20,7 @@
 
 #include "collectives/collective_group.h"
 #include "collectives/communicator.h"
+#include "collectives/hierarchical_group.h"
 #include "collectives/tcp_group.h"
 #include "common/knobs.h"
 #include "coordination/message.h"
@@ -126,7 +127,7 @@ class Executor {
   ProcessSetTable* sets_;
   Timeline* timeline_;
   std::vector<std::string> hosts_;
-  bool hierarchical_allreduce_;
+  Hierarchy hierarchy_;
   AlgorithmConfig algo_;
   std::map<int, Plan> plans_;
   Scratch algo_scratch_;   // algorithm temporaries

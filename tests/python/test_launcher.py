@@ -128,7 +128,7 @@ def test_second_ctrl_c_stops_at_once_even_ranks_ignoring_sigterm(tmp_path):
 
 @pytest.mark.parametrize("flag", [["--jsrun"], ["--min-np", "1"],
                                   ["--num-nccl-streams", "2"],
-                                  ["--hierarchical-allgather"]])
+                                  ["--thread-affinity", "1"]])
 def test_unsupported_upstream_flag_is_one_line(flag):
     out = subprocess.run(RUNNER + ["-np", "1"] + flag + ["true"],
                          capture_output=True, text=True, timeout=60)

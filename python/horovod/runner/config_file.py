@@ -23,6 +23,8 @@ _KEYS = {
     ("params", "cycle_time_ms"): ("cycle_time_ms", float),
     ("params", "cache_capacity"): ("cache_capacity", int),
     ("params", "hierarchical_allreduce"): ("hierarchical", "hierarchical"),
+    ("params", "hierarchical_allgather"): ("hierarchical_gather",
+                                           "hierarchical"),
     ("autotune", "enabled"): ("autotune", bool),
     ("autotune", "log_file"): ("autotune_log_file", str),
     ("autotune", "warmup_samples"): ("autotune_warmup_samples", int),
@@ -44,7 +46,6 @@ _KEYS = {
 
 # Upstream keys for what this build does not have.
 _UNSUPPORTED = {
-    ("params", "hierarchical_allgather"): "hierarchical allgather is not built",
     ("library_options", "mpi_threads_disable"):
         "there is no MPI controller in this build",
     ("library_options", "num_nccl_streams"): "this build has no NCCL (CPU engine)",

@@ -276,7 +276,6 @@ _UNSUPPORTED = {
     "--num-nccl-streams": (1, "this build has no NCCL (CPU engine)"),
     "--thread-affinity": (1, "thread affinity is not built"),
     "--gloo-timeout-seconds": (1, "there is no Gloo controller in this build"),
-    "--hierarchical-allgather": (0, "hierarchical allgather is not built"),
     "--min-np": (1, "elastic training is not built"),
     "--max-np": (1, "elastic training is not built"),
     "--slots-per-host": (1, "elastic training is not built"),
@@ -378,6 +377,13 @@ def make_parser():
                         action="store_const", const="1", default=None,
                         help="allreduce within hosts, then across them "
                              "(the default for jobs spanning hosts)")
+    parser.add_argument("--hierarchical-allgather", dest="hierarchical_gather",
+                        action="store_const", const="1", default=None,
+                        help="allgather, broadcast and alltoall within hosts, "
+                             "then across them (the default across hosts)")
+    parser.add_argument("--no-hierarchical-allgather",
+                        dest="hierarchical_gather", action="store_const",
+                        const="0", help="those collectives flat instead")
     parser.add_argument("--no-hierarchical-allreduce", dest="hierarchical",
                         action="store_const", const="0",
                         help="one flat ring over every rank instead")
@@ -433,6 +439,8 @@ def knob_env(args):
         env["HOROVOD_CACHE_CAPACITY"] = str(args.cache_capacity)
     if args.hierarchical is not None:
         env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = args.hierarchical
+    if args.hierarchical_gather is not None:
+        env["HOROVOD_HIERARCHICAL_ALLGATHER"] = args.hierarchical_gather
     if args.log_level is not None:
         env["HOROVOD_LOG_LEVEL"] = args.log_level
     if args.log_hide_timestamp:
