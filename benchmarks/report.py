@@ -16,6 +16,17 @@ def human(b):
     return f"{b} B"
 
 
+LINKS = {}  # tag -> (rate in bytes/s, delay text), from LINK lines
+
+
+def rate_bytes(text):
+    units = {"kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8}
+    for u, k in units.items():
+        if text.lower().endswith(u):
+            return float(text[:-len(u)]) * k
+    return float("nan")
+
+
 def load(folder):
     res, fusion, train, tune = {}, {}, {}, []
     with open(os.path.join(folder, "results.csv")) as f:
@@ -27,6 +38,8 @@ def load(folder):
                     med=float(r[6]), busbw=float(r[9]), ok=r[10])
             elif r[0] == "FUSION" and len(r) >= 5:
                 fusion[r[2]] = float(r[3])
+            elif r[0] == "LINK" and len(r) >= 4:
+                LINKS[r[1]] = (rate_bytes(r[2]), r[3])
             elif r[0] == "AUTOTUNE":
                 tune.append(r[1:])
             elif r[0] == "TRAIN" and len(r) >= 4:
@@ -81,6 +94,35 @@ def hosts_table(res):
         rows.append(f"| {human(s)} | {h['med']:.1f} | {f['med']:.1f} | {h['busbw']:.2f} | "
                     f"{f['busbw']:.2f} | {f['med'] / h['med']:.2f}x |")
     return "\n".join(rows)
+
+
+def multihost_table(res):
+    """Two namespace hosts of two ranks on shaped links. Link use: the
+    allreduce's bytes over its time, times 2(h-1)/h for h = 2 hosts (what
+    each host must send over its link at the least), over the link's rate."""
+    if not LINKS:
+        return "(not run: `bash benchmarks/run.sh multihost`, as root)"
+    out = []
+    for tag, (rate, delay) in LINKS.items():
+        labels = [l for l in (f"hvd-2x2-{tag}", f"hvd-2x2-flat-{tag}",
+                              f"ompi-2x2-{tag}", f"torch-gloo-2x2-{tag}")
+                  if any(k[0] == l for k in res)]
+        sizes = sorted({k[2] for k in res if k[0] in labels})
+        out += [f"\n**{tag} links, {delay} delay: median µs (link use)**\n",
+                "| size | " + " | ".join(labels) + " |",
+                "|---:|" + "---:|" * len(labels)]
+        for size in sizes:
+            cells = []
+            for l in labels:
+                r = res.get((l, 4, size))
+                if r is None:
+                    cells.append("–")
+                    continue
+                use = size / (r["med"] * 1e-6) * 2 * (2 - 1) / 2 / rate
+                cells.append(f"{r['med']:.1f} ({use:.0%})" +
+                             ("" if r["ok"] == "OK" else " FAIL"))
+            out.append(f"| {human(size)} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def plots(res, folder):
@@ -214,6 +256,8 @@ def main():
              "\n## Autotune vs grid search (fusion case, np=2)\n", autotune_table(tune),
              "\n## Two simulated hosts of two ranks (np=4): hierarchical vs flat allreduce\n",
              hosts_table(res),
+             "\n## Two namespace hosts of two ranks on shaped links\n",
+             multihost_table(res),
              "\n## Training (torch: resnet18, 64 px, batch 16 per rank; Keras: "
              "small CNN, 32 px, batch 32 per worker; one compute thread per "
              "worker)\n",

@@ -11,8 +11,8 @@
 #   NPS="2" BUDGET=0.5 bash benchmarks/run.sh engine python
 #   ANCHORS=/path/to/shared/bench bash benchmarks/run.sh
 # Sections: anchors engine hosts python frameworks busy fusion autotune
-# training
-# (default: all).
+# training multihost
+# (default: all but multihost, which needs root for its test hosts).
 # Needs `bash scripts/setup.sh` first (engine installed, OpenMPI present).
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +21,9 @@ NPS=${NPS:-"2 4"}
 BUDGET=${BUDGET:-1.0}
 OUT=${OUT:-$REPO/benchmarks/results/$(date -u +%Y-%m-%d)}
 SECTIONS=${*:-"anchors engine hosts python frameworks busy fusion autotune training"}
+# multihost: the links' shapes, "rate delay" each.
+LINKS=${LINKS:-"10gbit 100us;1gbit 100us"}
+MH_SIZES=${MH_SIZES:-4,1K,64K,1M,16M,64M}
 TUN="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
@@ -170,13 +173,63 @@ training() {
   echo "TRAIN,ddp,2,${total:-nan}" >> "$OUT/results.csv"
 }
 
+# Two test hosts (tests/multihost/testhosts.py), 2 ranks each, every host's
+# egress shaped by netem (rate and delay): ours (horovodrun -H, hierarchical
+# by default) against OpenMPI (mpirun -H over TCP) and torch.distributed/
+# gloo (torchrun across the hosts), in the same run. The hosts share this
+# machine's 2 cores, so a fast link is limited by CPU before the wire.
+multihost() {
+  build_engine || { log "engine build failed"; return; }
+  if [ ! -d "$ANCHORS" ]; then log "no anchors at $ANCHORS; skipped"; return; fi
+  local TH="python3 $REPO/tests/multihost/testhosts.py"
+  $TH up 2 > "$OUT/multihost-up.txt" 2>&1 || { log "test hosts failed to start"; return; }
+  local scratch; scratch=$(mktemp -d)
+  cp -r "$ANCHORS"/. "$scratch"/ && chmod -R u+w "$scratch"
+  mpicc.openmpi -O2 -o "$scratch/mpi_allreduce_ompi" "$scratch/mpi_allreduce.c"
+  local shape rate delay tag
+  local IFS_SAVED=$IFS
+  IFS=';'
+  for shape in $LINKS; do
+    IFS=$IFS_SAVED
+    read -r rate delay <<< "$shape"
+    tag="$rate"
+    for h in 1 2; do
+      ip netns exec hvdt-h$h tc qdisc replace dev eth0 root netem delay "$delay" rate "$rate" limit 100000
+    done
+    echo "LINK,$tag,$rate,$delay" >> "$OUT/results.csv"
+    run hvd-2x2-$tag $TH exec h1 -- horovodrun -np 4 -H hvd-h1:2,hvd-h2:2 \
+      build-bench/allreduce_bench -s $MH_SIZES -b $BUDGET -l hvd-2x2-$tag
+    run hvd-2x2-flat-$tag $TH exec h1 -- env HOROVOD_HIERARCHICAL_ALLREDUCE=0 \
+      horovodrun -np 4 -H hvd-h1:2,hvd-h2:2 build-bench/allreduce_bench \
+      -s $MH_SIZES -b $BUDGET -l hvd-2x2-flat-$tag
+    run ompi-2x2-$tag $TH exec h1 -- mpirun.openmpi -np 4 -H hvd-h1:2,hvd-h2:2 \
+      --bind-to none --mca pml ob1 --mca btl tcp,vader,self \
+      --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+      -x GLIBC_TUNABLES=$TUN "$scratch/mpi_allreduce_ompi" -s $MH_SIZES \
+      -b $BUDGET -l ompi-2x2-$tag
+    ( for h in 2 1; do
+        $TH exec h$h -- env GLOO_SOCKET_IFNAME=eth0 torchrun --nnodes 2 \
+          --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint hvd-h1:29411 \
+          --rdzv-id "gloo-$tag" benchmarks/torch_gloo_hosts.py \
+          --anchors "$scratch" -s $MH_SIZES -b $BUDGET -l torch-gloo-2x2-$tag \
+          > "$OUT/torch-gloo-2x2-$tag-h$h.txt" 2>&1 &
+      done
+      wait )
+    grep -ohE 'RESULT,.*' "$OUT/torch-gloo-2x2-$tag-h1.txt" >> "$OUT/results.csv"
+    IFS=';'
+  done
+  IFS=$IFS_SAVED
+  $TH down
+  rm -rf "$scratch"
+}
+
 { echo "date: $(date -u)"; uname -a; nproc; cat /proc/loadavg; git -C "$REPO" rev-parse HEAD;
   python -c 'import torch; print("torch", torch.__version__)'
   python -c 'import tensorflow as t, jax, keras; print("tensorflow", t.__version__, "jax", jax.__version__, "keras", keras.__version__)'
   } > "$OUT/env.txt" 2>&1
 for s in $SECTIONS; do
   case $s in
-    anchors|engine|hosts|frameworks|busy|fusion|autotune|training) $s ;;
+    anchors|engine|hosts|frameworks|busy|fusion|autotune|training|multihost) $s ;;
     python) python_level ;;
     *) echo "unknown section $s"; exit 2 ;;
   esac
