@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -62,7 +63,83 @@ void Compress(uint32_t h[8], const uint8_t block[64]) {
   h[7] += k;
 }
 
+// SHA-256 over data given in parts, from a state that may already have
+// taken whole blocks (an HMAC key's inner or outer pad).
+struct Stream {
+  uint32_t h[8];
+  uint8_t block[64];
+  size_t fill = 0;
+  uint64_t total = 0;
+
+  void Update(const void* data, size_t len) {
+    const uint8_t* p = static_cast<const uint8_t*>(data);
+    total += len;
+    while (len > 0) {
+      size_t take = std::min(len, 64 - fill);
+      std::memcpy(block + fill, p, take);
+      fill += take;
+      p += take;
+      len -= take;
+      if (fill == 64) {
+        Compress(h, block);
+        fill = 0;
+      }
+    }
+  }
+
+  Digest Finish() {
+    const uint64_t bits = total * 8;
+    const uint8_t one = 0x80;
+    Update(&one, 1);
+    const uint8_t zero = 0;
+    while (fill != 56) Update(&zero, 1);
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i)
+      len[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+    Update(len, 8);
+    Digest out;
+    for (int i = 0; i < 8; ++i) {
+      out[4 * i] = static_cast<uint8_t>(h[i] >> 24);
+      out[4 * i + 1] = static_cast<uint8_t>(h[i] >> 16);
+      out[4 * i + 2] = static_cast<uint8_t>(h[i] >> 8);
+      out[4 * i + 3] = static_cast<uint8_t>(h[i]);
+    }
+    return out;
+  }
+};
+
+constexpr uint32_t kInitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
+                                       0xa54ff53a, 0x510e527f, 0x9b05688c,
+                                       0x1f83d9ab, 0x5be0cd19};
+
 }  // namespace
+
+HmacKey::HmacKey(const Digest& key) {
+  uint8_t pad[64];
+  for (int i = 0; i < 64; ++i)
+    pad[i] = static_cast<uint8_t>((i < 32 ? key[i] : 0) ^ 0x36);
+  std::memcpy(inner_, kInitialState, sizeof(inner_));
+  Compress(inner_, pad);
+  for (int i = 0; i < 64; ++i)
+    pad[i] = static_cast<uint8_t>((i < 32 ? key[i] : 0) ^ 0x5c);
+  std::memcpy(outer_, kInitialState, sizeof(outer_));
+  Compress(outer_, pad);
+}
+
+Digest HmacKey::Mac(const void* a, size_t alen, const void* b,
+                    size_t blen) const {
+  Stream in;
+  std::memcpy(in.h, inner_, sizeof(in.h));
+  in.total = 64;
+  in.Update(a, alen);
+  in.Update(b, blen);
+  const Digest inner = in.Finish();
+  Stream out;
+  std::memcpy(out.h, outer_, sizeof(out.h));
+  out.total = 64;
+  out.Update(inner.data(), inner.size());
+  return out.Finish();
+}
 
 Digest Sha256(const void* data, size_t len) {
   uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,

@@ -14,6 +14,19 @@ using Digest = std::array<uint8_t, 32>;
 
 Digest Sha256(const void* data, size_t len);
 Digest HmacSha256(const std::string& key, const void* data, size_t len);
+// HMAC-SHA256 under one 32-byte key for many messages, each given in two
+// parts: the key's padded states are computed once, and nothing is
+// allocated per message (a control frame's MAC is on the data path).
+class HmacKey {
+ public:
+  explicit HmacKey(const Digest& key);
+  Digest Mac(const void* a, size_t alen, const void* b, size_t blen) const;
+
+ private:
+  uint32_t inner_[8];
+  uint32_t outer_[8];
+};
+
 // Constant-time comparison, so a peer cannot learn a MAC byte by byte.
 bool DigestEqual(const Digest& a, const Digest& b);
 // Fills `out` from the kernel's CSPRNG; false if it is unavailable.

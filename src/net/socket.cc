@@ -210,14 +210,49 @@ Status Socket::ReadAll(void* buf, size_t len, Deadline deadline) const {
   return Status::OK();
 }
 
+void Socket::Seal(const Digest& key, bool initiator) {
+  seal_ = std::make_unique<FrameSeal>(key);
+  seal_->send_dir = initiator ? 'c' : 's';
+  seal_->recv_dir = initiator ? 's' : 'c';
+}
+
+Digest Socket::Tag(uint8_t dir, uint64_t seq, const char* body,
+                   size_t len) const {
+  uint8_t prefix[9];
+  prefix[0] = dir;
+  std::memcpy(prefix + 1, &seq, 8);
+  return seal_->mac.Mac(prefix, sizeof(prefix), body, len);
+}
+
 Status Socket::WriteFrame(const std::string& body, Deadline deadline) const {
   uint8_t header[8];
   uint32_t magic = kFrameMagic;
-  uint32_t len = static_cast<uint32_t>(body.size());
+  uint32_t len =
+      static_cast<uint32_t>(body.size() + (seal_ ? kSealBytes : 0));
   std::memcpy(header, &magic, 4);
   std::memcpy(header + 4, &len, 4);
   HVD_RETURN_IF_ERROR(WriteAll(header, 8, deadline));
-  return WriteAll(body.data(), body.size(), deadline);
+  HVD_RETURN_IF_ERROR(WriteAll(body.data(), body.size(), deadline));
+  if (!seal_) return Status::OK();
+  const Digest tag =
+      Tag(seal_->send_dir, seal_->sent++, body.data(), body.size());
+  return WriteAll(tag.data(), tag.size(), deadline);
+}
+
+Status Socket::Unseal(std::string* frame) const {
+  if (!seal_) return Status::OK();
+  if (frame->size() < kSealBytes)
+    return Status::Aborted("a frame from the peer is too short for its seal");
+  const size_t n = frame->size() - kSealBytes;
+  Digest got;
+  std::memcpy(got.data(), frame->data() + n, kSealBytes);
+  if (!DigestEqual(got, Tag(seal_->recv_dir, seal_->received, frame->data(), n)))
+    return Status::Aborted(
+        "a frame from the peer failed its integrity check (altered, replayed "
+        "or reordered on the way)");
+  ++seal_->received;
+  frame->resize(n);
+  return Status::OK();
 }
 
 Status Socket::ReadFrame(size_t max_len, Deadline deadline,
@@ -228,12 +263,14 @@ Status Socket::ReadFrame(size_t max_len, Deadline deadline,
   std::memcpy(&magic, header, 4);
   std::memcpy(&len, header + 4, 4);
   if (magic != kFrameMagic) return Status::Aborted("bad frame magic from peer");
-  if (len > max_len)
-    return Status::Aborted("frame of " + std::to_string(len) +
+  const size_t seal = seal_ ? kSealBytes : 0;
+  if (len > max_len + seal)
+    return Status::Aborted("frame of " + std::to_string(len - seal) +
                            " bytes exceeds the limit of " +
                            std::to_string(max_len));
   body->resize(len);
-  return ReadAll(&(*body)[0], len, deadline);
+  HVD_RETURN_IF_ERROR(ReadAll(&(*body)[0], len, deadline));
+  return Unseal(body);
 }
 
 std::string Socket::LocalAddress() const {

@@ -8,10 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/hmac.h"
 
 namespace horovod {
 
@@ -20,11 +22,14 @@ class Socket {
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
   ~Socket() { Close(); }
-  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket(Socket&& o) noexcept : fd_(o.fd_), seal_(std::move(o.seal_)) {
+    o.fd_ = -1;
+  }
   Socket& operator=(Socket&& o) noexcept {
     if (this != &o) {
       Close();
       fd_ = o.fd_;
+      seal_ = std::move(o.seal_);
       o.fd_ = -1;
     }
     return *this;
@@ -58,11 +63,33 @@ class Socket {
   Status WriteFrame(const std::string& body, Deadline deadline) const;
   Status ReadFrame(size_t max_len, Deadline deadline, std::string* body) const;
 
+  // From now on every frame in either direction ends with an HMAC-SHA256
+  // (under `key`, agreed in the handshake) over the sender's direction, its
+  // frame count and the body: a frame altered, replayed, reordered, dropped
+  // or reflected on the way fails ReadFrame. `initiator`: we connected.
+  void Seal(const Digest& key, bool initiator);
+  bool sealed() const { return seal_ != nullptr; }
+  // Checks and strips the tag of a sealed frame read by other means (the
+  // rendezvous acceptor reads without blocking); counts it as received.
+  Status Unseal(std::string* frame) const;
+  static constexpr size_t kSealBytes = 32;
+
   std::string LocalAddress() const;
   void TuneForBulk() const;
 
  private:
+  struct FrameSeal {
+    explicit FrameSeal(const Digest& key) : mac(key) {}
+    HmacKey mac;
+    uint8_t send_dir = 0, recv_dir = 0;
+    uint64_t sent = 0, received = 0;
+  };
+  Digest Tag(uint8_t dir, uint64_t seq, const char* body, size_t len) const;
+
   int fd_ = -1;
+  // Frame counters advance inside the const frame calls, as the socket's
+  // own file position would.
+  std::unique_ptr<FrameSeal> seal_;
 };
 
 constexpr uint32_t kFrameMagic = 0x31445648;  // "HVD1"

@@ -49,8 +49,8 @@ Digest Proof(const std::string& secret, const char* role, const uint8_t* n1,
 
 }  // namespace
 
-Status ClientHandshake(const Socket& s, const HandshakeParams& p,
-                       int server_rank, Deadline deadline) {
+Status ClientHandshake(Socket& s, const HandshakeParams& p, int server_rank,
+                       Deadline deadline) {
   ClientHello hello{};
   hello.magic = kHelloMagic;
   hello.version = kVersion;
@@ -79,7 +79,12 @@ Status ClientHandshake(const Socket& s, const HandshakeParams& p,
                            " failed authentication (wrong job secret)");
   Digest mine = Proof(p.secret, "hvd-client", reply.nonce, hello.nonce,
                       hello.kind, p.my_rank, server_rank, p.job_size);
-  return s.WriteAll(mine.data(), mine.size(), deadline);
+  HVD_RETURN_IF_ERROR(s.WriteAll(mine.data(), mine.size(), deadline));
+  if (p.kind == LinkKind::kControl)
+    s.Seal(Proof(p.secret, "hvd-session", hello.nonce, reply.nonce,
+                 hello.kind, p.my_rank, server_rank, p.job_size),
+           true);
+  return Status::OK();
 }
 
 HandshakeResponder::HandshakeResponder(const HandshakeParams& p)
@@ -140,8 +145,14 @@ Status HandshakeResponder::Take(const uint8_t* data, size_t n,
   return Status::OK();
 }
 
-Status ServerHandshake(const Socket& s, const HandshakeParams& p,
-                       Deadline deadline, int* client_rank, LinkKind* kind) {
+Digest HandshakeResponder::session_key() const {
+  return Proof(p_.secret, "hvd-session", client_nonce_, server_nonce_,
+               static_cast<uint8_t>(kind_), client_rank_, p_.my_rank,
+               p_.job_size);
+}
+
+Status ServerHandshake(Socket& s, const HandshakeParams& p, Deadline deadline,
+                       int* client_rank, LinkKind* kind) {
   HandshakeResponder responder(p);
   uint8_t buf[64];
   std::string reply;
@@ -154,6 +165,7 @@ Status ServerHandshake(const Socket& s, const HandshakeParams& p,
   }
   *client_rank = responder.client_rank();
   *kind = responder.kind();
+  if (*kind == LinkKind::kControl) s.Seal(responder.session_key(), false);
   return Status::OK();
 }
 

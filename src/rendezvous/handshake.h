@@ -2,7 +2,9 @@
 // secret, before either side reads a message body. Each side proves knowledge
 // of the key with an HMAC over both fresh nonces, the connection's purpose
 // and both ranks, so a recorded handshake cannot be replayed and a peer of
-// another job (another key) is refused. Fixed-size records only.
+// another job (another key) is refused. Fixed-size records only. Both sides
+// also derive a session key from the same inputs; a control link's socket
+// is sealed with it (Socket::Seal), so every later frame on it carries a MAC.
 #ifndef HOROVOD_RENDEZVOUS_HANDSHAKE_H_
 #define HOROVOD_RENDEZVOUS_HANDSHAKE_H_
 
@@ -23,9 +25,10 @@ struct HandshakeParams {
   LinkKind kind = LinkKind::kData;
 };
 
-// The connecting side; `server_rank` is who we expect to reach.
-Status ClientHandshake(const Socket& s, const HandshakeParams& p,
-                       int server_rank, Deadline deadline);
+// The connecting side; `server_rank` is who we expect to reach. Seals `s`
+// when it is a control link.
+Status ClientHandshake(Socket& s, const HandshakeParams& p, int server_rank,
+                       Deadline deadline);
 // The accepting side as a state machine that never blocks, so one thread
 // can run many handshakes at once (LinkAcceptor): feed it the bytes that
 // arrive, send what it returns. It reads only fixed-size records and checks
@@ -42,6 +45,8 @@ class HandshakeResponder {
   // Valid once done.
   int client_rank() const { return client_rank_; }
   LinkKind kind() const { return kind_; }
+  // The key both sides derived for sealing this link's frames.
+  Digest session_key() const;
 
  private:
   enum class Stage { kHello, kProof, kDone };
@@ -56,9 +61,9 @@ class HandshakeResponder {
 };
 
 // The accepting side, blocking until done or the deadline; on success
-// *client_rank and *kind say who connected.
-Status ServerHandshake(const Socket& s, const HandshakeParams& p,
-                       Deadline deadline, int* client_rank, LinkKind* kind);
+// *client_rank and *kind say who connected. Seals `s` for a control link.
+Status ServerHandshake(Socket& s, const HandshakeParams& p, Deadline deadline,
+                       int* client_rank, LinkKind* kind);
 
 }  // namespace horovod
 

@@ -88,6 +88,8 @@ Status LinkAcceptor::Advance(Pending* p, bool* complete) {
           p->s.WriteAll(reply.data(), reply.size(), p->deadline));
   }
   if (p->hs.kind() != kind_) return Status::Aborted("unexpected link kind");
+  if (kind_ == LinkKind::kControl && !p->s.sealed())
+    p->s.Seal(p->hs.session_key(), false);
   if (options_.first_frame_max == 0) {
     *complete = true;
     return Status::OK();
@@ -98,7 +100,8 @@ Status LinkAcceptor::Advance(Pending* p, bool* complete) {
                              sizeof(p->header), &p->header_got, &full));
     if (!full) return Status::OK();
     if (p->header[0] != kFrameMagic) return Status::Aborted("bad frame magic");
-    if (p->header[1] > options_.first_frame_max)
+    const size_t seal = p->s.sealed() ? Socket::kSealBytes : 0;
+    if (p->header[1] > options_.first_frame_max + seal)
       return Status::Aborted("frame of " + std::to_string(p->header[1]) +
                              " bytes exceeds the limit of " +
                              std::to_string(options_.first_frame_max));
@@ -106,6 +109,7 @@ Status LinkAcceptor::Advance(Pending* p, bool* complete) {
   }
   HVD_RETURN_IF_ERROR(
       Fill(p->s, &p->frame[0], p->frame.size(), &p->frame_got, complete));
+  if (*complete) return p->s.Unseal(&p->frame);
   return Status::OK();
 }
 

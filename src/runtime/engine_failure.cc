@@ -48,12 +48,26 @@ Status EngineImpl::FromCoordinator(const Status& fallback, bool about_rank0) {
                          fallback.message() + ")");
 }
 
+namespace {
+
+// A sealed frame that failed its check was altered on the way: the peer
+// is alive, the network between us is not to be trusted.
+bool Tampered(const Status& cause) {
+  return cause.message().find("integrity check") != std::string::npos;
+}
+
+}  // namespace
+
 Status EngineImpl::Disconnected(int r, const Status& cause) {
+  if (Tampered(cause))
+    return Status::Aborted("the control link with rank " + std::to_string(r) +
+                           " was tampered with: " + cause.message());
   return Status::Aborted("rank " + std::to_string(r) + " disconnected (" +
                          cause.message() + "); it probably died");
 }
 
 Status EngineImpl::LostCoordinator(const Status& cause) {
+  if (Tampered(cause)) return Disconnected(0, cause);
   return FromCoordinator(
       Status::Aborted("lost connection to rank 0 (" + cause.message() +
                       "); it probably died"),

@@ -41,6 +41,23 @@ TEST(HmacSha256, Rfc4231Cases) {
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
+TEST(HmacKey, MatchesHmacSha256ForEverySplitAndLength) {
+  Digest key;
+  for (int i = 0; i < 32; ++i) key[i] = static_cast<uint8_t>(i * 7 + 1);
+  const std::string key_text(reinterpret_cast<const char*>(key.data()), 32);
+  const HmacKey k(key);
+  std::string msg;
+  for (int len = 0; len < 300; ++len) {
+    msg.push_back(static_cast<char>(len * 13));
+    const Digest want = HmacSha256(key_text, msg.data(), msg.size());
+    for (size_t split : {size_t{0}, msg.size() / 3, msg.size()})
+      ASSERT_TRUE(DigestEqual(k.Mac(msg.data(), split, msg.data() + split,
+                                    msg.size() - split),
+                              want))
+          << "length " << msg.size() << " split " << split;
+  }
+}
+
 TEST(DigestEqual, ComparesAllBytes) {
   Digest a = Sha256("x", 1), b = a;
   EXPECT_TRUE(DigestEqual(a, b));

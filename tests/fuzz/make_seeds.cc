@@ -160,7 +160,7 @@ void SocketSeeds(const std::string& dir) {
     p.secret = "fuzz-secret";
     p.my_rank = rank;
     p.job_size = 4;
-    return Captured("", [&](const Socket& s) {
+    return Captured("", [&](Socket& s) {
       (void)ClientHandshake(s, p, 1 - rank, Deadline::After(0.1));
     });
   };
@@ -170,7 +170,7 @@ void SocketSeeds(const std::string& dir) {
   server.secret = "fuzz-secret";
   server.my_rank = 1;
   server.job_size = 4;
-  const std::string reply = Captured(hello_from(0), [&](const Socket& s) {
+  const std::string reply = Captured(hello_from(0), [&](Socket& s) {
     int rank;
     LinkKind kind;
     (void)ServerHandshake(s, server, Deadline::After(0.1), &rank, &kind);

@@ -174,7 +174,9 @@ class Proxy(threading.Thread):
     """Forwards one connection (rank 1's control link) to rank 0, and
     `after_s` after it opens injects a fault: drop (forward nothing more,
     keep the connection open), truncate (half of the next chunk, then close),
-    reset (close with RST), or delay (every chunk, from the start)."""
+    reset (close with RST), flip (one bit of the next chunk rank 1 sends,
+    as a host on the path altering a message), or delay (every chunk, from
+    the start)."""
 
     def __init__(self, target_port, fault, after_s=1.5, delay_s=0.02):
         super().__init__(daemon=True)
@@ -206,7 +208,7 @@ class Proxy(threading.Thread):
                 time.sleep(0.05)
         peer = {client: server, server: client}
         opened = time.monotonic()
-        dropping = truncating = False
+        dropping = truncating = flipping = False
         while True:
             due = time.monotonic() - opened >= self.after_s
             if due and self.injected_at is None and self.fault != "delay":
@@ -219,6 +221,7 @@ class Proxy(threading.Thread):
                     return
                 dropping = self.fault == "drop"
                 truncating = self.fault == "truncate"
+                flipping = self.fault == "flip"
             readable, _, _ = select.select([client, server], [], [], 0.05)
             for s in readable:
                 try:
@@ -233,6 +236,11 @@ class Proxy(threading.Thread):
                     continue
                 if self.fault == "delay":
                     time.sleep(self.delay_s)
+                if flipping and s is client:
+                    data = bytearray(data)
+                    data[len(data) // 2] ^= 0x10
+                    data = bytes(data)
+                    flipping = False
                 try:
                     if truncating:
                         peer[s].sendall(data[:max(1, len(data) // 2)])
@@ -247,7 +255,8 @@ class Proxy(threading.Thread):
 
 
 @pytest.mark.parametrize("fault,transport", [
-    ("drop", "tcp"), ("truncate", "tcp"), ("reset", "tcp"), ("reset", "shm")])
+    ("drop", "tcp"), ("truncate", "tcp"), ("reset", "tcp"), ("reset", "shm"),
+    ("flip", "tcp")])
 def test_control_connection_fault(fault, transport):
     # Over shared memory the control frames travel in shared memory; the
     # socket carries nothing and only tells when the peer is gone, so there
@@ -267,6 +276,8 @@ def test_control_connection_fault(fault, transport):
     try:
         check_survivors("%s %s" % (fault, transport), ranks, range(3),
                         proxy.injected_at, bound, [0, 1])
+        if fault == "flip":  # rank 0 read the altered frame and said so
+            assert "integrity check" in "\n".join(ranks[0].err), ranks[0].err
     finally:
         kill_all(ranks)
 
