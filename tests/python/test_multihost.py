@@ -118,8 +118,11 @@ def test_uneven_slots_from_a_hostfile_on_hosts_other_than_the_launchers(
         assert got["homogeneous"] is False and got["sum"] == 3.0
 
 
-def test_every_collective_across_two_hosts(hosts):
-    out = horovodrun("-np", 4, "-H", "hvd-h1:2,hvd-h2:2", PY,
+@pytest.mark.parametrize("algorithms", [
+    [], ["--no-hierarchical-allreduce", "--no-hierarchical-allgather"]],
+    ids=["hierarchical", "flat"])
+def test_every_collective_across_two_hosts(hosts, algorithms):
+    out = horovodrun("-np", 4, "-H", "hvd-h1:2,hvd-h2:2", *algorithms, PY,
                      worker("checks.py"), "collectives", timeout=280)
     results = [l.split(":", 1)[1].split() for l in out.stdout.splitlines()
                if ":CHECK " in l and l.split(":", 1)[1].startswith("CHECK ")]
