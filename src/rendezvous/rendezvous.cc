@@ -255,9 +255,11 @@ Status EstablishMesh(const JobInfo& job, Mesh* out) {
           "rank " + std::to_string(job.rank) +
           ": the rendezvous failed on rank 0: " + Printable(table.substr(1)));
     HVD_RETURN_IF_ERROR(ParsePeerTable(table, n, &addrs, &out->hosts));
-    // Rank 0 may not know its own reachable address (it listens on every
-    // interface under PMIx): its data links go where its control link went.
-    addrs[0] = host + ":" + std::to_string(port);
+    // Under PMIx rank 0 listens on every interface and cannot know which
+    // address the others reach: its data links go where the control link
+    // went. (Elsewhere the table's own entry stands: the control link may
+    // have come through something else, a proxy or a forwarded port.)
+    if (job.rendezvous_pmix) addrs[0] = host + ":" + std::to_string(port);
     out->control[0] = std::move(ctl);
     // Dial every lower rank.
     hp.kind = LinkKind::kData;
