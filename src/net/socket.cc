@@ -227,8 +227,7 @@ Digest Socket::Tag(uint8_t dir, uint64_t seq, const char* body,
 Status Socket::WriteFrame(const std::string& body, Deadline deadline) const {
   uint8_t header[8];
   uint32_t magic = kFrameMagic;
-  uint32_t len =
-      static_cast<uint32_t>(body.size() + (seal_ ? kSealBytes : 0));
+  uint32_t len = static_cast<uint32_t>(body.size() + (seal_ ? kSealBytes : 0));
   std::memcpy(header, &magic, 4);
   std::memcpy(header + 4, &len, 4);
   HVD_RETURN_IF_ERROR(WriteAll(header, 8, deadline));
@@ -246,7 +245,8 @@ Status Socket::Unseal(std::string* frame) const {
   const size_t n = frame->size() - kSealBytes;
   Digest got;
   std::memcpy(got.data(), frame->data() + n, kSealBytes);
-  if (!DigestEqual(got, Tag(seal_->recv_dir, seal_->received, frame->data(), n)))
+  if (!DigestEqual(got,
+                   Tag(seal_->recv_dir, seal_->received, frame->data(), n)))
     return Status::Aborted(
         "a frame from the peer failed its integrity check (altered, replayed "
         "or reordered on the way)");

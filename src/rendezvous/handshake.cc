@@ -81,8 +81,8 @@ Status ClientHandshake(Socket& s, const HandshakeParams& p, int server_rank,
                       hello.kind, p.my_rank, server_rank, p.job_size);
   HVD_RETURN_IF_ERROR(s.WriteAll(mine.data(), mine.size(), deadline));
   if (p.kind == LinkKind::kControl)
-    s.Seal(Proof(p.secret, "hvd-session", hello.nonce, reply.nonce,
-                 hello.kind, p.my_rank, server_rank, p.job_size),
+    s.Seal(Proof(p.secret, "hvd-session", hello.nonce, reply.nonce, hello.kind,
+                 p.my_rank, server_rank, p.job_size),
            true);
   return Status::OK();
 }

@@ -51,9 +51,9 @@ TEST(HmacKey, MatchesHmacSha256ForEverySplitAndLength) {
     msg.push_back(static_cast<char>(len * 13));
     const Digest want = HmacSha256(key_text, msg.data(), msg.size());
     for (size_t split : {size_t{0}, msg.size() / 3, msg.size()})
-      ASSERT_TRUE(DigestEqual(k.Mac(msg.data(), split, msg.data() + split,
-                                    msg.size() - split),
-                              want))
+      ASSERT_TRUE(DigestEqual(
+          k.Mac(msg.data(), split, msg.data() + split, msg.size() - split),
+          want))
           << "length " << msg.size() << " split " << split;
   }
 }
