@@ -108,7 +108,7 @@ def multihost_table(res):
                               f"ompi-2x2-{tag}", f"torch-gloo-2x2-{tag}")
                   if any(k[0] == l for k in res)]
         sizes = sorted({k[2] for k in res if k[0] in labels})
-        out += [f"\n**{tag} links, {delay} delay: median µs (link use)**\n",
+        out += [f"\n**{tag} links (delay: {delay}): median µs (link use)**\n",
                 "| size | " + " | ".join(labels) + " |",
                 "|---:|" + "---:|" * len(labels)]
         for size in sizes:
