@@ -142,28 +142,10 @@ Digest HmacKey::Mac(const void* a, size_t alen, const void* b,
 }
 
 Digest Sha256(const void* data, size_t len) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  size_t full = len / 64;
-  for (size_t i = 0; i < full; ++i) Compress(h, p + 64 * i);
-  uint8_t tail[128] = {0};
-  size_t rem = len - full * 64;
-  if (rem) std::memcpy(tail, p + full * 64, rem);
-  tail[rem] = 0x80;
-  size_t tail_len = (rem + 1 + 8 <= 64) ? 64 : 128;
-  uint64_t bits = static_cast<uint64_t>(len) * 8;
-  for (int i = 0; i < 8; ++i)
-    tail[tail_len - 1 - i] = static_cast<uint8_t>(bits >> (8 * i));
-  for (size_t off = 0; off < tail_len; off += 64) Compress(h, tail + off);
-  Digest out;
-  for (int i = 0; i < 8; ++i) {
-    out[4 * i] = static_cast<uint8_t>(h[i] >> 24);
-    out[4 * i + 1] = static_cast<uint8_t>(h[i] >> 16);
-    out[4 * i + 2] = static_cast<uint8_t>(h[i] >> 8);
-    out[4 * i + 3] = static_cast<uint8_t>(h[i]);
-  }
-  return out;
+  Stream s;
+  std::memcpy(s.h, kInitialState, sizeof(s.h));
+  s.Update(data, len);
+  return s.Finish();
 }
 
 Digest HmacSha256(const std::string& key, const void* data, size_t len) {

@@ -264,7 +264,8 @@ def test_run_task_unpickles_nothing_from_a_launcher_without_the_secret(tmp_path)
     assert not marker.exists()
 
 
-def test_launcher_channel_frames_fail_when_altered():
+def _channel_pair():
+    """(server channel, client channel, client's socket) over a socketpair."""
     secret = os.urandom(32)
     a, b = socket.socketpair()
     result = {}
@@ -273,7 +274,11 @@ def test_launcher_channel_frames_fail_when_altered():
     t.start()
     client = auth.client_handshake(b, secret)
     t.join(10)
-    server = result["server"]
+    return result["server"], client, b
+
+
+def test_launcher_channel_frames_fail_when_altered():
+    server, client, b = _channel_pair()
     frame = bytearray()
     client._sock = _Capture(frame)
     client.send(b"hello")
@@ -282,27 +287,18 @@ def test_launcher_channel_frames_fail_when_altered():
     b.sendall(bytes(frame))  # the same frame again: a replay
     with pytest.raises(auth.AuthError, match="integrity"):
         server.recv(100)
-    a.close()
     b.close()
 
 
 def test_launcher_channel_frames_fail_when_a_bit_flips():
-    secret = os.urandom(32)
-    a, b = socket.socketpair()
-    result = {}
-    t = threading.Thread(target=lambda: result.update(
-        server=auth.serve_handshake(a, secret)))
-    t.start()
-    client = auth.client_handshake(b, secret)
-    t.join(10)
+    server, client, b = _channel_pair()
     frame = bytearray()
     client._sock = _Capture(frame)
     client.send(b"hello")
     frame[9] ^= 1  # in the body
     b.sendall(bytes(frame))
     with pytest.raises(auth.AuthError, match="integrity"):
-        result["server"].recv(100)
-    a.close()
+        server.recv(100)
     b.close()
 
 

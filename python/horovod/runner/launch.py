@@ -1,10 +1,14 @@
-"""horovodrun: starts the ranks of a job and supervises them.
+"""horovodrun: starts the ranks of a job, on this host and over ssh on
+others, and supervises them.
 
 Each rank gets HOROVOD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE/CROSS_RANK/CROSS_SIZE/
-HOSTNAME, rank 0's controller address, and a fresh per-job secret in its
-environment (never on a command line). Output lines are prefixed
-``[rank]<stdout>:`` / ``[rank]<stderr>:``. Ctrl-C and SIGTERM reach every rank
-and its children; when a rank fails the job stops and the exit names it.
+HOSTNAME, rank 0's controller address, its own listening address when the
+job spans hosts, and a fresh per-job secret in its environment (never on a
+command line; remote ranks receive it on standard input, see remote.py).
+Output lines are prefixed ``[rank]<stdout>:`` / ``[rank]<stderr>:``. Ctrl-C
+and SIGTERM reach every rank and its children on every host; when a rank
+fails the job stops and the exit names it. Before remote ranks start, every
+host is checked and a common network interface chosen (hosts.py).
 """
 
 import argparse
@@ -19,10 +23,9 @@ import threading
 import time
 
 import horovod
-from horovod.runner import mpi_run
+from horovod.runner import config_file, mpi_run
 from horovod.runner.hosts import (LaunchError, SshSettings, die_with_parent,
                                   find_addresses, is_local)
-from horovod.runner import config_file
 from horovod.runner.output import Output
 
 # After Ctrl-C, ranks get this long to exit on SIGINT before SIGTERM, and
