@@ -22,6 +22,9 @@ struct PmixProc {
 constexpr uint16_t kPmixString = 3;
 constexpr uint8_t kPmixGlobal = 3;
 constexpr int kPmixSuccess = 0;
+// What a Get of a peer on this node returns before that peer has posted:
+// unlike a remote peer's key, it is not waited for, so the board polls.
+constexpr int kPmixErrNotFound = -46;
 // pmix_value_t is a 2-byte type tag and an 8-byte-aligned union; the board
 // only writes and reads its string member. 64 bytes holds the whole value.
 struct alignas(8) PmixValue {
@@ -126,6 +129,7 @@ struct GetResult {
   int rc = 0;
   std::string value;
   bool wrong_type = false;
+  bool abandoned = false;  // the reader's deadline passed: stop polling
 };
 
 }  // namespace
@@ -140,7 +144,15 @@ Status PmixBoard::ReadRank0(const std::string& key, Deadline deadline,
   ++lib->helpers_running;
   std::thread([lib, result, rank0, key] {
     PmixValue* v = nullptr;
-    int rc = lib->get(&rank0, key.c_str(), nullptr, 0, &v);
+    int rc;
+    while ((rc = lib->get(&rank0, key.c_str(), nullptr, 0, &v)) ==
+           kPmixErrNotFound) {
+      {
+        std::lock_guard<std::mutex> lock(result->mu);
+        if (result->abandoned) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     std::lock_guard<std::mutex> lock(result->mu);
     result->rc = rc;
     if (rc == kPmixSuccess && v != nullptr) {
@@ -157,10 +169,12 @@ Status PmixBoard::ReadRank0(const std::string& key, Deadline deadline,
   bool done = result->cv.wait_for(
       lock, std::chrono::milliseconds(deadline.RemainingMs()),
       [&] { return result->done; });
-  if (!done)
+  if (!done) {
+    result->abandoned = true;  // the helper stops polling and goes
     return Status::Timeout(
         "rank 0 did not post its address through PMIx "
         "before the start timeout");
+  }
   --lib->helpers_running;
   if (result->rc != kPmixSuccess || result->wrong_type)
     return Status::Aborted("PMIx could not read rank 0's " + key + " (status " +
