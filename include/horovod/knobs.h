@@ -48,6 +48,10 @@ struct Knobs {
   // alltoall over ranks on several hosts flat instead of within each host,
   // between one leader per host, and within each host again (the default).
   bool hierarchical_allgather = true;
+  // HOROVOD_DATA_MAC: 1 gives every message on the TCP data links a
+  // Poly1305 tag under a per-message key, so bytes altered on the way fail
+  // the collective; 0 (default) leaves data links to their handshake.
+  bool data_mac = false;
   // HOROVOD_SHM_BUFFER_BYTES: size of each half of a rank's shared-memory
   // region; larger collectives go through it in rounds.
   int64_t shm_buffer_bytes = 4 << 20;

@@ -15,6 +15,7 @@ enum class StatusCode : int {
   kAborted = 3,          // a peer died or the engine shut down
   kTimeout = 4,          // a deadline passed
   kInternal = 5,
+  kTampered = 6,  // a sealed frame or message failed its MAC on the way
 };
 
 class Status {
@@ -38,6 +39,9 @@ class Status {
   }
   static Status Internal(std::string m) {
     return Status(StatusCode::kInternal, std::move(m));
+  }
+  static Status Tampered(std::string m) {
+    return Status(StatusCode::kTampered, std::move(m));
   }
 
   bool ok() const { return code_ == StatusCode::kOk; }

@@ -112,9 +112,10 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 std::string Status::ToString() const {
   static const char* names[] = {"OK",      "InvalidArgument", "Mismatch",
-                                "Aborted", "Timeout",         "Internal"};
+                                "Aborted", "Timeout",         "Internal",
+                                "Tampered"};
   int c = static_cast<int>(code_);
-  std::string s = (c >= 0 && c < 6) ? names[c] : "Unknown";
+  std::string s = (c >= 0 && c < 7) ? names[c] : "Unknown";
   if (!message_.empty()) s += ": " + message_;
   return s;
 }

@@ -224,6 +224,18 @@ Digest Socket::Tag(uint8_t dir, uint64_t seq, const char* body,
   return seal_->mac.Mac(prefix, sizeof(prefix), body, len);
 }
 
+Digest Socket::NextMessageKey(bool sending) const {
+  // A frame's tag input starts with its direction ('c' or 's'); this one
+  // starts with 'm', so no frame tag is ever a message key.
+  uint8_t label[10];
+  label[0] = 'm';
+  label[1] = sending ? seal_->send_dir : seal_->recv_dir;
+  uint64_t& count = sending ? seal_->messages_sent : seal_->messages_received;
+  std::memcpy(label + 2, &count, 8);
+  ++count;
+  return seal_->mac.Mac(label, sizeof(label), nullptr, 0);
+}
+
 Status Socket::WriteFrame(const std::string& body, Deadline deadline) const {
   uint8_t header[8];
   uint32_t magic = kFrameMagic;
@@ -247,7 +259,7 @@ Status Socket::Unseal(std::string* frame) const {
   std::memcpy(got.data(), frame->data() + n, kSealBytes);
   if (!DigestEqual(got,
                    Tag(seal_->recv_dir, seal_->received, frame->data(), n)))
-    return Status::Aborted(
+    return Status::Tampered(
         "a frame from the peer failed its integrity check (altered, replayed "
         "or reordered on the way)");
   ++seal_->received;

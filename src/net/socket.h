@@ -73,6 +73,12 @@ class Socket {
   // rendezvous acceptor reads without blocking); counts it as received.
   Status Unseal(std::string* frame) const;
   static constexpr size_t kSealBytes = 32;
+  // For bulk data that does not travel in frames: the one-time key of the
+  // next message in one direction (Poly1305's, 32 bytes), derived from the
+  // seal's key, the direction and the message's count, so a message that
+  // is altered, replayed, reordered or reflected fails its tag. Counts the
+  // message. Only on a sealed socket.
+  Digest NextMessageKey(bool sending) const;
 
   std::string LocalAddress() const;
   void TuneForBulk() const;
@@ -83,6 +89,7 @@ class Socket {
     HmacKey mac;
     uint8_t send_dir = 0, recv_dir = 0;
     uint64_t sent = 0, received = 0;
+    uint64_t messages_sent = 0, messages_received = 0;
   };
   Digest Tag(uint8_t dir, uint64_t seq, const char* body, size_t len) const;
 

@@ -190,7 +190,8 @@ NB_MODULE(_core, m) {
       .value("mismatch", StatusCode::kMismatch)
       .value("aborted", StatusCode::kAborted)
       .value("timeout", StatusCode::kTimeout)
-      .value("internal", StatusCode::kInternal);
+      .value("internal", StatusCode::kInternal)
+      .value("tampered", StatusCode::kTampered);
 
   nb::class_<Handle>(m, "Handle")
       .def("poll", &Handle::Poll)

@@ -80,10 +80,9 @@ Status ClientHandshake(Socket& s, const HandshakeParams& p, int server_rank,
   Digest mine = Proof(p.secret, "hvd-client", reply.nonce, hello.nonce,
                       hello.kind, p.my_rank, server_rank, p.job_size);
   HVD_RETURN_IF_ERROR(s.WriteAll(mine.data(), mine.size(), deadline));
-  if (p.kind == LinkKind::kControl)
-    s.Seal(Proof(p.secret, "hvd-session", hello.nonce, reply.nonce, hello.kind,
-                 p.my_rank, server_rank, p.job_size),
-           true);
+  s.Seal(Proof(p.secret, "hvd-session", hello.nonce, reply.nonce, hello.kind,
+               p.my_rank, server_rank, p.job_size),
+         true);
   return Status::OK();
 }
 
@@ -165,7 +164,7 @@ Status ServerHandshake(Socket& s, const HandshakeParams& p, Deadline deadline,
   }
   *client_rank = responder.client_rank();
   *kind = responder.kind();
-  if (*kind == LinkKind::kControl) s.Seal(responder.session_key(), false);
+  s.Seal(responder.session_key(), false);
   return Status::OK();
 }
 

@@ -3,8 +3,9 @@
 // of the key with an HMAC over both fresh nonces, the connection's purpose
 // and both ranks, so a recorded handshake cannot be replayed and a peer of
 // another job (another key) is refused. Fixed-size records only. Both sides
-// also derive a session key from the same inputs; a control link's socket
-// is sealed with it (Socket::Seal), so every later frame on it carries a MAC.
+// also derive a session key from the same inputs and seal the socket with
+// it (Socket::Seal): every later frame on a control link carries a MAC, and
+// a data link's messages can (TcpTransport's data MAC).
 #ifndef HOROVOD_RENDEZVOUS_HANDSHAKE_H_
 #define HOROVOD_RENDEZVOUS_HANDSHAKE_H_
 
@@ -25,8 +26,7 @@ struct HandshakeParams {
   LinkKind kind = LinkKind::kData;
 };
 
-// The connecting side; `server_rank` is who we expect to reach. Seals `s`
-// when it is a control link.
+// The connecting side; `server_rank` is who we expect to reach. Seals `s`.
 Status ClientHandshake(Socket& s, const HandshakeParams& p, int server_rank,
                        Deadline deadline);
 // The accepting side as a state machine that never blocks, so one thread
@@ -61,7 +61,7 @@ class HandshakeResponder {
 };
 
 // The accepting side, blocking until done or the deadline; on success
-// *client_rank and *kind say who connected. Seals `s` for a control link.
+// *client_rank and *kind say who connected. Seals `s`.
 Status ServerHandshake(Socket& s, const HandshakeParams& p, Deadline deadline,
                        int* client_rank, LinkKind* kind);
 

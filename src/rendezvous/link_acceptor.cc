@@ -88,8 +88,7 @@ Status LinkAcceptor::Advance(Pending* p, bool* complete) {
           p->s.WriteAll(reply.data(), reply.size(), p->deadline));
   }
   if (p->hs.kind() != kind_) return Status::Aborted("unexpected link kind");
-  if (kind_ == LinkKind::kControl && !p->s.sealed())
-    p->s.Seal(p->hs.session_key(), false);
+  if (!p->s.sealed()) p->s.Seal(p->hs.session_key(), false);
   if (options_.first_frame_max == 0) {
     *complete = true;
     return Status::OK();

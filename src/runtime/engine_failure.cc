@@ -53,7 +53,7 @@ namespace {
 // A sealed frame that failed its check was altered on the way: the peer
 // is alive, the network between us is not to be trusted.
 bool Tampered(const Status& cause) {
-  return cause.message().find("integrity check") != std::string::npos;
+  return cause.code() == StatusCode::kTampered;
 }
 
 }  // namespace

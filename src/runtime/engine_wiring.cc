@@ -17,7 +17,8 @@ Status EngineImpl::Start() {
     transport_ = std::make_unique<LoopbackTransport>(fabric_.get(), 0);
   } else {
     auto tcp = std::make_unique<TcpTransport>(job_.rank, std::move(mesh.data),
-                                              knobs_.operation_timeout_s);
+                                              knobs_.operation_timeout_s,
+                                              knobs_.data_mac);
     HVD_RETURN_IF_ERROR(JoinSharedMemory(tcp.get(), mesh.hosts));
     transport_ = std::move(tcp);
   }

@@ -4,20 +4,23 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "common/deadline.h"
+#include "common/poly1305.h"
 
 namespace horovod {
 
 TcpTransport::TcpTransport(int rank, std::vector<Socket> peers,
-                           double timeout_s)
+                           double timeout_s, bool data_mac)
     : rank_(rank),
       peers_(std::move(peers)),
       timeout_s_(timeout_s),
+      data_mac_(data_mac),
       abort_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 TcpTransport::~TcpTransport() {
@@ -43,6 +46,23 @@ Status TcpTransport::AbortedStatus() {
   return Status::Aborted(reason_);
 }
 
+namespace {
+
+constexpr size_t kTagBytes = sizeof(Poly1305::Tag);
+// How far the sender's MAC runs ahead of what the kernel has taken: far
+// enough that a small message leaves with its tag in one call, near enough
+// that the bytes are still in cache when they are sent.
+constexpr size_t kMacAhead = 256 << 10;
+constexpr size_t kMaxSendCall = 4 << 20;
+
+bool TagsEqual(const uint8_t* a, const uint8_t* b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < kTagBytes; ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+}  // namespace
+
 Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
                               void* rbuf, size_t rlen, size_t chunk,
                               const ChunkFn* on_chunk) {
@@ -56,14 +76,45 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
   const int rfd = rlen ? peers_[src].fd() : -1;
   const char* sp = static_cast<const char*>(sbuf);
   char* rp = static_cast<char*>(rbuf);
-  size_t sent = 0, recvd = 0, reported = 0;
+  // With the data MAC every message is followed by its tag.
+  const bool mac_out = data_mac_ && slen > 0;
+  const bool mac_in = data_mac_ && rlen > 0;
+  Poly1305 smac, rmac;
+  uint8_t stag[kTagBytes], rtag[kTagBytes];
+  if (mac_out) smac.Start(peers_[dst].NextMessageKey(true).data());
+  if (mac_in) rmac.Start(peers_[src].NextMessageKey(false).data());
+  const size_t sall = slen + (mac_out ? kTagBytes : 0);
+  const size_t rall = rlen + (mac_in ? kTagBytes : 0);
+  // tagged: payload bytes the sender's MAC has taken (all of them without
+  // one); only those may leave.
+  size_t sent = 0, tagged = mac_out ? 0 : slen, recvd = 0, reported = 0;
   if (chunk == 0) chunk = rlen ? rlen : 1;
   Deadline silent = Deadline::After(timeout_s_);
-  while (sent < slen || recvd < rlen) {
+  while (sent < sall || recvd < rall) {
     bool progress = false;
-    if (sent < slen) {
-      ssize_t n = ::send(sfd, sp + sent, std::min<size_t>(slen - sent, 4 << 20),
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < sall) {
+      while (tagged < slen && tagged - sent < kMacAhead) {
+        const size_t n = std::min(slen - tagged, kMacAhead);
+        smac.Update(sp + tagged, n);
+        tagged += n;
+        if (tagged == slen) {
+          const Poly1305::Tag t = smac.Finish();
+          std::memcpy(stag, t.data(), kTagBytes);
+        }
+      }
+      iovec iov[2];
+      int niov = 0;
+      const size_t upto = std::min(tagged, sent + kMaxSendCall);
+      if (sent < upto)
+        iov[niov++] = {const_cast<char*>(sp) + sent, upto - sent};
+      if (mac_out && upto == slen) {
+        const size_t t = std::max(sent, slen) - slen;
+        iov[niov++] = {stag + t, kTagBytes - t};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(niov);
+      ssize_t n = ::sendmsg(sfd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         sent += static_cast<size_t>(n);
         progress = true;
@@ -74,10 +125,23 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
                                "); it probably died");
       }
     }
-    if (recvd < rlen) {
-      ssize_t n = ::recv(rfd, rp + recvd, rlen - recvd, MSG_DONTWAIT);
+    if (recvd < rall) {
+      iovec iov[2];
+      int niov = 0;
+      if (recvd < rlen) iov[niov++] = {rp + recvd, rlen - recvd};
+      if (mac_in) {
+        const size_t t = std::max(recvd, rlen) - rlen;
+        iov[niov++] = {rtag + t, kTagBytes - t};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(niov);
+      ssize_t n = ::recvmsg(rfd, &msg, MSG_DONTWAIT);
       if (n > 0) {
+        const size_t before = recvd;
         recvd += static_cast<size_t>(n);
+        if (mac_in && before < rlen)
+          rmac.Update(rp + before, std::min(recvd, rlen) - before);
         progress = true;
       } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
         if (aborted_.load()) return AbortedStatus();
@@ -86,10 +150,14 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
             (n == 0 ? std::string("closed") : std::string(strerror(errno))) +
             "); it probably died");
       }
+      // Chunks are reduced before the tag arrives; a message that then
+      // fails it fails the whole collective, so nothing reduced from it
+      // is ever returned.
+      const size_t payload = std::min(recvd, rlen);
       if (on_chunk) {
-        while (recvd - reported >= chunk ||
-               (recvd == rlen && reported < rlen)) {
-          size_t len = std::min(chunk, recvd - reported);
+        while (payload - reported >= chunk ||
+               (payload == rlen && reported < rlen)) {
+          size_t len = std::min(chunk, payload - reported);
           (*on_chunk)(reported, len);
           reported += len;
         }
@@ -102,18 +170,26 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
     struct pollfd fds[3];
     int nfds = 0;
     fds[nfds++] = {abort_fd_, POLLIN, 0};
-    if (sent < slen) fds[nfds++] = {sfd, POLLOUT, 0};
-    if (recvd < rlen) fds[nfds++] = {rfd, POLLIN, 0};
+    if (sent < sall) fds[nfds++] = {sfd, POLLOUT, 0};
+    if (recvd < rall) fds[nfds++] = {rfd, POLLIN, 0};
     int rc = poll(fds, nfds, silent.RemainingMs());
     if (aborted_.load()) return AbortedStatus();
     if (rc == 0) {
-      int who = recvd < rlen ? src : dst;
+      int who = recvd < rall ? src : dst;
       return Status::Timeout("rank " + std::to_string(who) +
                              " sent nothing for " +
                              std::to_string(static_cast<int>(timeout_s_)) +
                              " s (HOROVOD_OPERATION_TIMEOUT_SECONDS); it is "
                              "hung or unreachable");
     }
+  }
+  if (mac_in) {
+    const Poly1305::Tag want = rmac.Finish();
+    if (!TagsEqual(want.data(), rtag))
+      return Status::Tampered(
+          "the data link with rank " + std::to_string(src) +
+          " was tampered with: a message from it failed its integrity check "
+          "(altered, replayed or reordered on the way)");
   }
   return Status::OK();
 }

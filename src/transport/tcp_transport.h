@@ -1,5 +1,9 @@
 // TcpTransport: Transport over the authenticated data mesh built by the
-// rendezvous. Owns one socket per peer. See transport.h for thread-safety.
+// rendezvous. Owns one socket per peer. With `data_mac` every message
+// carries a Poly1305 tag under a one-time key from its sealed socket
+// (Socket::NextMessageKey), so a message altered on the network fails the
+// call as kTampered; both ends of a link must agree on it (an agreed knob).
+// See transport.h for thread-safety.
 #ifndef HOROVOD_TRANSPORT_TCP_TRANSPORT_H_
 #define HOROVOD_TRANSPORT_TCP_TRANSPORT_H_
 
@@ -14,7 +18,9 @@ namespace horovod {
 
 class TcpTransport : public Transport {
  public:
-  TcpTransport(int rank, std::vector<Socket> peers, double timeout_s);
+  // With data_mac every peer's socket must be sealed.
+  TcpTransport(int rank, std::vector<Socket> peers, double timeout_s,
+               bool data_mac = false);
   ~TcpTransport() override;
 
   int rank() const override { return rank_; }
@@ -31,6 +37,7 @@ class TcpTransport : public Transport {
   const int rank_;
   std::vector<Socket> peers_;
   const double timeout_s_;
+  const bool data_mac_;
   int abort_fd_;  // eventfd: wakes a SendRecv blocked in poll
   std::atomic<bool> aborted_{false};
   std::mutex reason_mu_;

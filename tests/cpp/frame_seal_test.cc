@@ -98,7 +98,7 @@ TEST(FrameSeal, AnUnsealedPeerIsRefused) {
   EXPECT_FALSE(p.b.ReadFrame(100, Deadline::After(5), &got).ok());
 }
 
-TEST(FrameSeal, TheHandshakeSealsControlLinksWithOneKeyAndDataLinksNot) {
+TEST(FrameSeal, TheHandshakeSealsEveryLinkWithOneKeyForItsTwoEnds) {
   for (LinkKind kind : {LinkKind::kControl, LinkKind::kData}) {
     Pair p;
     HandshakeParams server, client;
@@ -115,12 +115,21 @@ TEST(FrameSeal, TheHandshakeSealsControlLinksWithOneKeyAndDataLinksNot) {
     });
     ASSERT_TRUE(ClientHandshake(p.b, client, 0, Deadline::After(5)).ok());
     t.join();
-    EXPECT_EQ(p.a.sealed(), kind == LinkKind::kControl);
-    EXPECT_EQ(p.b.sealed(), kind == LinkKind::kControl);
+    ASSERT_TRUE(p.a.sealed());
+    ASSERT_TRUE(p.b.sealed());
     std::string got;
     ASSERT_TRUE(p.b.WriteFrame("announcement", Deadline::After(5)).ok());
     ASSERT_TRUE(p.a.ReadFrame(100, Deadline::After(5), &got).ok());
     EXPECT_EQ(got, "announcement");
+    // Message keys (the data MAC's): each direction's agree at both ends,
+    // differ between directions and from one message to the next.
+    const Digest out1 = p.b.NextMessageKey(true);
+    EXPECT_EQ(out1, p.a.NextMessageKey(false));
+    const Digest out2 = p.b.NextMessageKey(true);
+    EXPECT_EQ(out2, p.a.NextMessageKey(false));
+    EXPECT_NE(out1, out2);
+    EXPECT_EQ(p.a.NextMessageKey(true), p.b.NextMessageKey(false));
+    EXPECT_NE(p.a.NextMessageKey(true), p.b.NextMessageKey(true));
   }
 }
 

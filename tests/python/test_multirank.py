@@ -30,11 +30,13 @@ def test_worker_suite(script, name, np):
         assert "[%d]<stdout>:%s OK on rank %d" % (r, name, r) in res.stdout
 
 
-@pytest.mark.parametrize("hosts,hierarchical", [
-    ("aabb", "1"), ("aabb", "0"),
-    # Uneven, interleaved, and a host with a single rank (no shared memory).
-    ("abacc", "1")])
-def test_simulated_hosts_share_memory_within_each(tmp_path, hosts, hierarchical):
+@pytest.mark.parametrize("hosts,hierarchical,mac", [
+    ("aabb", "1", "0"), ("aabb", "0", "0"),
+    # Uneven, interleaved, and a host with a single rank (no shared memory);
+    # every message between hosts carrying a MAC.
+    ("abacc", "1", "0"), ("abacc", "1", "1")])
+def test_simulated_hosts_share_memory_within_each(tmp_path, hosts,
+                                                  hierarchical, mac):
     # Each rank claims the host named by its letter: ranks of one host form
     # a shared-memory group, hosts talk TCP. Allreduce goes hierarchically
     # (within hosts, across leaders, back within hosts) unless turned off;
@@ -48,6 +50,7 @@ def test_simulated_hosts_share_memory_within_each(tmp_path, hosts, hierarchical)
                 "HOROVOD_LOCAL_SIZE": str(hosts.count(hosts[r])),
                 "HOROVOD_BIND_ADDR": "127.0.0.1",
                 "HOROVOD_HIERARCHICAL_ALLREDUCE": hierarchical,
+                "HOROVOD_DATA_MAC": mac,
                 "HOROVOD_TIMELINE": trace}
     procs = spawn_ranks(n, "checks.py", "collectives", rank_env=rank_env)
     for r, (rc, out, err) in enumerate(collect(procs, timeout=240)):
@@ -63,6 +66,17 @@ def test_simulated_hosts_share_memory_within_each(tmp_path, hosts, hierarchical)
     else:
         assert not any(p in text for p in phases)
         assert "TCP_ALLREDUCE" in text
+
+
+def test_every_collective_over_tcp_with_the_data_mac():
+    # Every message on the data links carries a tag: each algorithm's sender
+    # and receiver must agree on where messages begin and end.
+    env = {"HOROVOD_SHM_DISABLE": "1", "HOROVOD_DATA_MAC": "1"}
+    procs = spawn_ranks(3, "checks.py", "collectives", env=env)
+    for rc, out, err in collect(procs, timeout=240):
+        assert rc == 0, (out, err)
+        assert "CHECK check_allreduce_in_place_large PASS" in out, out
+        assert " FAIL" not in out, out
 
 
 @pytest.mark.parametrize("shm", ["1", "0"])

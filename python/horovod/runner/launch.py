@@ -390,6 +390,9 @@ def make_parser():
     parser.add_argument("--no-hierarchical-allreduce", dest="hierarchical",
                         action="store_const", const="0",
                         help="one flat ring over every rank instead")
+    parser.add_argument("--data-mac", action="store_true",
+                        help="every message on the TCP links between ranks "
+                             "carries a MAC (costs CPU time per byte)")
     parser.add_argument("--timeline-filename", default=None,
                         help="record a Chrome trace of rank 0's activity here")
     parser.add_argument("--timeline-mark-cycles", action="store_true",
@@ -444,6 +447,8 @@ def knob_env(args):
         env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = args.hierarchical
     if args.hierarchical_gather is not None:
         env["HOROVOD_HIERARCHICAL_ALLGATHER"] = args.hierarchical_gather
+    if args.data_mac:
+        env["HOROVOD_DATA_MAC"] = "1"
     if args.log_level is not None:
         env["HOROVOD_LOG_LEVEL"] = args.log_level
     if args.log_hide_timestamp:
