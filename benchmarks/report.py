@@ -105,7 +105,8 @@ def multihost_table(res):
     out = []
     for tag, (rate, delay) in LINKS.items():
         labels = [l for l in (f"hvd-2x2-{tag}", f"hvd-2x2-flat-{tag}",
-                              f"ompi-2x2-{tag}", f"torch-gloo-2x2-{tag}")
+                              f"hvd-2x2-mac-{tag}", f"ompi-2x2-{tag}",
+                              f"torch-gloo-2x2-{tag}")
                   if any(k[0] == l for k in res)]
         sizes = sorted({k[2] for k in res if k[0] in labels})
         out += [f"\n**{tag} links (delay: {delay}): median µs (link use)**\n",

@@ -72,6 +72,8 @@ engine() {
   for np in $NPS; do
     run hvd-shm-np$np horovodrun -np $np build-bench/allreduce_bench -b $BUDGET -l hvd-shm
     run hvd-tcp-np$np env HOROVOD_SHM_DISABLE=1 horovodrun -np $np build-bench/allreduce_bench -b $BUDGET -l hvd-tcp
+    # The data MAC's cost where nothing but the CPU limits TCP.
+    run hvd-tcp-mac-np$np env HOROVOD_SHM_DISABLE=1 horovodrun --data-mac -np $np build-bench/allreduce_bench -b $BUDGET -l hvd-tcp-mac
   done
 }
 
@@ -201,6 +203,9 @@ multihost() {
     run hvd-2x2-flat-$tag $TH exec h1 -- env HOROVOD_HIERARCHICAL_ALLREDUCE=0 \
       horovodrun -np 4 -H hvd-h1:2,hvd-h2:2 build-bench/allreduce_bench \
       -s $MH_SIZES -b $BUDGET -l hvd-2x2-flat-$tag
+    run hvd-2x2-mac-$tag $TH exec h1 -- horovodrun --data-mac -np 4 \
+      -H hvd-h1:2,hvd-h2:2 build-bench/allreduce_bench -s $MH_SIZES \
+      -b $BUDGET -l hvd-2x2-mac-$tag
     run ompi-2x2-$tag $TH exec h1 -- mpirun.openmpi -np 4 -H hvd-h1:2,hvd-h2:2 \
       --bind-to none --mca pml ob1 --mca btl tcp,vader,self \
       --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \

@@ -46,7 +46,11 @@ HierarchicalGroup::HierarchicalGroup(const HostSplit& split,
       local_(std::move(local)),
       cross_(std::move(cross)),
       flat_(std::move(flat)),
-      fusion_(fusion) {}
+      fusion_(fusion) {
+  if (cross_ != nullptr)
+    pipeline_ =
+        std::make_unique<CrossPipeline>(cross_.get(), hierarchy_.overlap);
+}
 
 Status HierarchicalGroup::Allreduce(const Piece* pieces, size_t n,
                                     const ReduceArgs& args,
@@ -58,6 +62,9 @@ Status HierarchicalGroup::Allreduce(const Piece* pieces, size_t n,
   };
   return AllreducePacked(
       pieces, n, args, fusion_, on_phase, [&](char* buf, int64_t count) {
+        if (count * static_cast<int64_t>(DataTypeSize(args.dtype)) >=
+            kSegmentedFrom)
+          return SegmentedAllreduce(buf, count, args, on_phase);
         // Within the host every member computes the host's reduction, so
         // the leader holds it without a separate gather step; on shared
         // memory this costs about what a reduce to the leader would.
@@ -72,6 +79,48 @@ Status HierarchicalGroup::Allreduce(const Piece* pieces, size_t n,
         return local_->Broadcast(
             buf, count * static_cast<int64_t>(DataTypeSize(args.dtype)), 0);
       });
+}
+
+Status HierarchicalGroup::SegmentedAllreduce(char* buf, int64_t count,
+                                             const ReduceArgs& args,
+                                             const PhaseFn* on_phase) {
+  const int64_t esize = static_cast<int64_t>(DataTypeSize(args.dtype));
+  const int64_t wanted = std::max(
+      kSegments, (count * esize + kMaxSegmentBytes - 1) / kMaxSegmentBytes);
+  const int64_t per = (count + wanted - 1) / wanted;
+  const int64_t segments = (count + per - 1) / per;
+  auto at = [&](int64_t s) { return buf + s * per * esize; };
+  auto len = [&](int64_t s) { return std::min(per, count - s * per); };
+  auto phase = [&](const CollectiveGroup& g, const char* name) {
+    if (on_phase != nullptr) (*on_phase)(g.kind(), name);
+  };
+  // Every member of the host runs the same order of host phases: reduce
+  // s, then broadcast s - 1 (whose cross-host result the leader waits for
+  // first).
+  Status st;
+  phase(*local_, "HOST_ALLREDUCE");
+  for (int64_t s = 0; s <= segments && st.ok(); ++s) {
+    if (s < segments) {
+      st = local_->Allreduce(at(s), len(s), args.dtype, args.op);
+      if (!st.ok()) break;
+      if (pipeline_ != nullptr) {
+        if (s == 0) phase(*cross_, "CROSS_ALLREDUCE");
+        pipeline_->Submit(at(s), len(s), args.dtype, args.op);
+      }
+    }
+    if (s > 0) {
+      if (pipeline_ != nullptr) st = pipeline_->Wait();
+      if (!st.ok()) break;
+      if (s == 1) phase(*local_, "HOST_BROADCAST");
+      st = local_->Broadcast(at(s - 1), len(s - 1) * esize, 0);
+    }
+  }
+  // The pipeline's thread must be done with the buffer before it returns.
+  if (pipeline_ != nullptr) {
+    Status drained = pipeline_->Drain();
+    if (st.ok()) st = drained;
+  }
+  return st;
 }
 
 int64_t HierarchicalGroup::SumByHost(const std::vector<int64_t>& bytes) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "collectives/collective_group.h"
+#include "collectives/cross_pipeline.h"
 
 namespace horovod {
 
@@ -57,6 +58,9 @@ struct HostSplit {
 struct Hierarchy {
   bool reductions = true;  // allreduce, reducescatter
   bool movement = true;    // allgather, broadcast, alltoall
+  // A leader may run the cross-host phase on a thread of its own, beside
+  // the host's phases: they do not use the transport (shared memory).
+  bool overlap = false;
 };
 
 // `members`: global ranks, ascending, `me` among them. `hosts[r]` is global
@@ -66,6 +70,12 @@ HostSplit SplitByHost(const std::vector<int>& members,
 
 class HierarchicalGroup : public CollectiveGroup {
  public:
+  // Allreduces of this many bytes or more go in segments, kSegments of
+  // them at most kMaxSegmentBytes each (more segments for larger runs).
+  static constexpr int64_t kSegmentedFrom = 4 << 20;
+  static constexpr int64_t kSegments = 8;
+  static constexpr int64_t kMaxSegmentBytes = 16 << 20;
+
   // `local` spans HostSplit::local; `cross` spans HostSplit::leaders and is
   // null on every rank that is not a leader; `flat` spans every member and
   // runs what `hierarchy` leaves flat. `fusion` (not owned) packs fused
@@ -85,7 +95,12 @@ class HierarchicalGroup : public CollectiveGroup {
   // Phases: "<local kind>HOST_ALLREDUCE", "<cross kind>CROSS_ALLREDUCE"
   // (leaders only), "<local kind>HOST_BROADCAST". The cross-host result may
   // differ in its last bits from the host's own reduction, so every member
-  // takes the leader's copy. The other collectives report no phases.
+  // takes the leader's copy. From kSegmentedFrom bytes the run goes in
+  // segments, pipelined: the host reduces segment s + 1 while the leaders
+  // allreduce segment s (with Hierarchy::overlap) and broadcasts segment s
+  // while they take s + 1, so a slow link is busy nearly all the time. The
+  // segments are a function of the size alone, the same on every rank. The
+  // other collectives report no phases.
   using CollectiveGroup::Allreduce;
   Status Allreduce(const Piece* pieces, size_t n, const ReduceArgs& args,
                    const PhaseFn* on_phase = nullptr) override;
@@ -102,6 +117,8 @@ class HierarchicalGroup : public CollectiveGroup {
   // Bytes of each host's members in host order, into hosts_ (by host)
   // and local_bytes_ (our host's members); returns the total.
   int64_t SumByHost(const std::vector<int64_t>& bytes);
+  Status SegmentedAllreduce(char* buf, int64_t count, const ReduceArgs& args,
+                            const PhaseFn* on_phase);
   Status HostMajorAlltoall(const void* send,
                            const std::vector<int64_t>& send_bytes, void* recv,
                            const std::vector<int64_t>& recv_bytes);
@@ -110,6 +127,7 @@ class HierarchicalGroup : public CollectiveGroup {
   Hierarchy hierarchy_;
   std::unique_ptr<CollectiveGroup> local_, cross_, flat_;
   Scratch* fusion_;
+  std::unique_ptr<CrossPipeline> pipeline_;  // leaders only
   // Reused across calls: sizes, offsets and a host-major staging area.
   std::vector<int64_t> hosts_, local_bytes_, offsets_, matrix_, sizes_,
       cross_send_, cross_recv_;

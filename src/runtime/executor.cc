@@ -100,8 +100,14 @@ Status Executor::PlanFor(int process_set, Plan** out) {
       std::unique_ptr<CollectiveGroup> local, cross;
       HVD_RETURN_IF_ERROR(MakeGroup(split.local, &local));
       if (split.leader) HVD_RETURN_IF_ERROR(MakeGroup(split.leaders, &cross));
+      // The leader's cross-host phase may run beside the host's only
+      // when those use shared memory (the transport takes one thread).
+      Hierarchy hierarchy = hierarchy_;
+      ShmGroup* host_shm = nullptr;
+      HVD_RETURN_IF_ERROR(ShmFor(split.local, &host_shm));
+      hierarchy.overlap = host_shm != nullptr;
       plan.group = std::make_unique<HierarchicalGroup>(
-          split, hierarchy_, std::move(local), std::move(cross),
+          split, hierarchy, std::move(local), std::move(cross),
           std::move(plan.group), &fusion_buffer_);
     }
   }

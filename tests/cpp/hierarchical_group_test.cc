@@ -80,6 +80,8 @@ void Build(const Case& c, LoopbackTransport& tr, const std::vector<int>& all,
     local = std::make_unique<TcpGroup>(
         Communicator(&tr, split.local, &g->scratch, cfg), &g->fusion);
   g->local_kind = local->kind();
+  // As the executor decides: overlap only beside shared memory.
+  hierarchy.overlap = hierarchy.overlap && g->shm != nullptr;
   if (split.leader)
     cross = std::make_unique<TcpGroup>(
         Communicator(&tr, split.leaders, &g->scratch, cfg), &g->fusion);
@@ -90,7 +92,8 @@ void Build(const Case& c, LoopbackTransport& tr, const std::vector<int>& all,
       &g->fusion);
 }
 
-void Check(const Case& c, int64_t count, DataType t, ReduceOp op) {
+void Check(const Case& c, int64_t count, DataType t, ReduceOp op,
+           Hierarchy hierarchy = Hierarchy()) {
   const int n = static_cast<int>(c.hosts.size());
   std::vector<char> want = Fill(t, count, 0, true);
   for (int r = 1; r < n; ++r)
@@ -100,7 +103,7 @@ void Check(const Case& c, int64_t count, DataType t, ReduceOp op) {
   RunLoopbackRanks(n, [&](LoopbackTransport& tr, const std::vector<int>& all) {
     const int r = tr.rank();
     RankGroup g;
-    Build(c, tr, all, &g);
+    Build(c, tr, all, &g, hierarchy);
     got[r] = Fill(t, count, r, true);
     PhaseFn on_phase = [&](const char* prefix, const char* name) {
       // Each phase names the group it runs on: the host's (shared memory
@@ -155,6 +158,24 @@ TEST(HierarchicalAllreduce, LargeInputsTakeManyRoundsAndChunks) {
   for (const Case& c : kCases)
     for (int64_t count : {int64_t{1} << 15, (int64_t{1} << 17) + 3})
       Check(c, count, DataType::kFloat32, ReduceOp::kSum);
+}
+
+// From HierarchicalGroup::kSegmentedFrom bytes the run goes in pipelined
+// segments (uneven ones when the count does not divide), the leaders'
+// cross-host phase on a thread of its own beside shared memory: the same
+// results and phases.
+TEST(HierarchicalAllreduce, SegmentedRunsPipelineTheHostAndCrossPhases) {
+  const int64_t from = HierarchicalGroup::kSegmentedFrom / 4;
+  for (const Case& c : {kCases[0], kCases[1], kCases[3]})
+    for (bool overlap : {true, false})
+      for (int64_t count : {from, from + 13})
+        Check(c, count, DataType::kFloat32, ReduceOp::kSum,
+              Hierarchy{true, true, overlap});
+  // Large enough for more segments than kSegments.
+  const int64_t big =
+      HierarchicalGroup::kSegments * HierarchicalGroup::kMaxSegmentBytes;
+  Check(kCases[0], big + 3, DataType::kUInt8, ReduceOp::kMax,
+        Hierarchy{true, true, true});
 }
 
 // A byte that names the sender, the receiver and the position.
