@@ -26,9 +26,10 @@ class Poly1305 {
  private:
   void Blocks(const uint8_t* p, size_t n, uint64_t final_bit);
 
-  uint64_t r_[3] = {0, 0, 0};  // clamped key half, 44/44/42-bit limbs
-  uint64_t h_[3] = {0, 0, 0};  // accumulator, same limbs
-  uint64_t pad_[2] = {0, 0};   // the key's other half, added at the end
+  uint64_t r_[3] = {0, 0, 0};   // clamped key half, 44/44/42-bit limbs
+  uint64_t rr_[3] = {0, 0, 0};  // r^2 mod 2^130 - 5, same limbs
+  uint64_t h_[3] = {0, 0, 0};   // accumulator, same limbs
+  uint64_t pad_[2] = {0, 0};    // the key's other half, added at the end
   uint8_t partial_[16] = {};
   size_t fill_ = 0;
 };
