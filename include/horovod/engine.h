@@ -98,6 +98,7 @@ class Engine {
   int local_size() const;
   int cross_rank() const;
   int cross_size() const;
+  bool is_homogeneous() const;
 
   // In place: `tensor` receives the reduction.
   Status Allreduce(const TensorView& tensor, const CollectiveArgs& args,

@@ -20,6 +20,9 @@ struct JobInfo {
   int local_size = 1;
   int cross_rank = 0;
   int cross_size = 1;
+  // Every host holds as many ranks. The engine sets this, cross_rank and
+  // cross_size from every rank's host key at the rendezvous.
+  bool homogeneous = true;
   std::string controller_addr;  // rank 0's host
   int controller_port = 0;      // 0: rank 0 posts it (file or PMIx)
   // Where rank 0 posts its port and a fresh secret when controller_port is

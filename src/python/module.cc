@@ -263,6 +263,8 @@ NB_MODULE(_core, m) {
       .def("local_size", [](PyEngine& e) { return e.get().local_size(); })
       .def("cross_rank", [](PyEngine& e) { return e.get().cross_rank(); })
       .def("cross_size", [](PyEngine& e) { return e.get().cross_size(); })
+      .def("is_homogeneous",
+           [](PyEngine& e) { return e.get().is_homogeneous(); })
       .def("enqueue",
            [](PyEngine& e, int op, const std::vector<nb::ndarray<>>& arrays,
               const std::string& name, int reduce_op, double prescale,

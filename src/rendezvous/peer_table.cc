@@ -1,5 +1,6 @@
 #include "rendezvous/peer_table.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -114,6 +115,25 @@ Status ParsePeerTable(const std::string& table, int n,
     pos = end + 1;
   }
   return Status::OK();
+}
+
+HostPlacement PlaceByHostKeys(const std::vector<std::string>& hosts, int rank) {
+  HostPlacement p;
+  std::vector<std::string> seen;  // hosts in order of their lowest rank
+  std::vector<int> ranks;         // ranks on each
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    size_t h = 0;
+    while (h < seen.size() && seen[h] != hosts[r]) ++h;
+    if (h == seen.size()) {
+      seen.push_back(hosts[r]);
+      ranks.push_back(0);
+    }
+    ++ranks[h];
+    if (static_cast<int>(r) == rank) p.cross_rank = static_cast<int>(h);
+  }
+  p.cross_size = std::max<int>(1, static_cast<int>(seen.size()));
+  for (int n : ranks) p.homogeneous = p.homogeneous && n == ranks[0];
+  return p;
 }
 
 }  // namespace horovod

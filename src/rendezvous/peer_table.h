@@ -35,6 +35,17 @@ Status ParsePeerTable(const std::string& table, int n,
                       std::vector<std::string>* addrs,
                       std::vector<std::string>* hosts);
 
+// Where rank `rank` stands among the hosts, from every rank's host key:
+// hosts are numbered in the order of their lowest rank; homogeneous when
+// every host holds as many ranks. Launchers that only give local numbers
+// (mpirun, torchrun) cannot tell an uneven spread; this can.
+struct HostPlacement {
+  int cross_rank = 0;  // our host's number
+  int cross_size = 1;  // hosts
+  bool homogeneous = true;
+};
+HostPlacement PlaceByHostKeys(const std::vector<std::string>& hosts, int rank);
+
 }  // namespace horovod
 
 #endif  // HOROVOD_RENDEZVOUS_PEER_TABLE_H_

@@ -28,6 +28,7 @@ int Engine::local_rank() const { return impl_->job().local_rank; }
 int Engine::local_size() const { return impl_->job().local_size; }
 int Engine::cross_rank() const { return impl_->job().cross_rank; }
 int Engine::cross_size() const { return impl_->job().cross_size; }
+bool Engine::is_homogeneous() const { return impl_->job().homogeneous; }
 
 namespace {
 Status Many(EngineImpl& impl, OpType op, const std::vector<TensorView>& ts,

@@ -41,6 +41,7 @@
 #include "coordination/coordinator.h"
 #include "coordination/ready_board.h"
 #include "coordination/wire.h"
+#include "rendezvous/peer_table.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/executor.h"
 #include "runtime/peer_liveness.h"

@@ -12,6 +12,12 @@ Status EngineImpl::Start() {
   Mesh mesh;
   job_.settings = AgreedSettings(knobs_);
   HVD_RETURN_IF_ERROR(EstablishMesh(job_, &mesh));
+  if (mesh.hosts.size() == static_cast<size_t>(job_.size)) {
+    const HostPlacement p = PlaceByHostKeys(mesh.hosts, job_.rank);
+    job_.cross_rank = p.cross_rank;
+    job_.cross_size = p.cross_size;
+    job_.homogeneous = p.homogeneous;
+  }
   if (job_.size == 1) {
     fabric_ = std::make_unique<LoopbackFabric>(1);
     transport_ = std::make_unique<LoopbackTransport>(fabric_.get(), 0);

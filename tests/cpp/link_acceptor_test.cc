@@ -280,5 +280,25 @@ TEST(PeerTable, AnnouncementsCarrySettingsThatRankZeroCompares) {
       << st.message();
 }
 
+TEST(PeerTable, PlacementFollowsTheHostKeysEvenWhenUneven) {
+  // Three ranks on a, one on b, two on c, interleaved.
+  const std::vector<std::string> hosts = {"a", "b", "a", "c", "a", "c"};
+  const int want_cross[] = {0, 1, 0, 2, 0, 2};
+  for (int r = 0; r < 6; ++r) {
+    const HostPlacement p = PlaceByHostKeys(hosts, r);
+    EXPECT_EQ(p.cross_rank, want_cross[r]) << r;
+    EXPECT_EQ(p.cross_size, 3);
+    EXPECT_FALSE(p.homogeneous);
+  }
+  const HostPlacement even = PlaceByHostKeys({"x", "x", "y", "y"}, 2);
+  EXPECT_EQ(even.cross_rank, 1);
+  EXPECT_EQ(even.cross_size, 2);
+  EXPECT_TRUE(even.homogeneous);
+  const HostPlacement one = PlaceByHostKeys({"x"}, 0);
+  EXPECT_EQ(one.cross_rank, 0);
+  EXPECT_EQ(one.cross_size, 1);
+  EXPECT_TRUE(one.homogeneous);
+}
+
 }  // namespace
 }  // namespace horovod

@@ -278,17 +278,21 @@ def test_the_digits_example_trains_across_hosts(hosts):
 _MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
-@pytest.mark.parametrize("how", ["mpirun", "horovodrun --mpi"])
-def test_mpirun_across_hosts_finds_rank_0_by_itself(hosts, how):
+@pytest.mark.parametrize("how,slots", [
+    ("mpirun", (2, 2)), ("horovodrun --mpi", (2, 2)),
+    # Uneven: mpirun's environment has local numbers only; the host numbers
+    # come from every rank's host key at the rendezvous.
+    ("mpirun", (3, 1))])
+def test_mpirun_across_hosts_finds_rank_0_by_itself(hosts, how, slots):
     """mpirun gives the ranks no address for rank 0: rank 0 posts one
     through OpenMPI's PMIx server. Launched from hvd-h3, so rank 0 is on
     another host than the launcher."""
+    spec = "hvd-h1:%d,hvd-h2:%d" % slots
     if how == "mpirun":
-        argv = ["mpirun", "-np", "4", "-H", "hvd-h1:2,hvd-h2:2", "--bind-to",
-                "none", "-x", "PATH"]
+        argv = ["mpirun", "-np", "4", "-H", spec, "--bind-to", "none", "-x",
+                "PATH"]
     else:
-        argv = [PY, "-m", "horovod.runner", "--mpi", "-np", "4", "-H",
-                "hvd-h1:2,hvd-h2:2"]
+        argv = [PY, "-m", "horovod.runner", "--mpi", "-np", "4", "-H", spec]
     old = {k: os.environ.get(k) for k in _MPI_ENV}
     os.environ.update(_MPI_ENV)
     try:
@@ -302,9 +306,13 @@ def test_mpirun_across_hosts_finds_rank_0_by_itself(hosts, how):
     assert out.returncode == 0, out.stderr[-3000:]
     p = places(out)
     assert sorted(p) == [0, 1, 2, 3], out.stdout
+    first = slots[0]
     for r in range(4):
-        assert p[r]["hostname"] == ("hvd-h1" if r < 2 else "hvd-h2"), p[r]
-        assert (p[r]["local_rank"], p[r]["cross_rank"]) == (r % 2, r // 2)
+        host = 0 if r < first else 1
+        assert p[r]["hostname"] == "hvd-h%d" % (host + 1), p[r]
+        assert (p[r]["local_rank"], p[r]["local_size"], p[r]["cross_rank"],
+                p[r]["cross_size"], p[r]["homogeneous"]) == \
+            (r - host * first, slots[host], host, 2, slots[0] == slots[1]), p[r]
         assert p[r]["sum"] == 6.0
 
 

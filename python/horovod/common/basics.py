@@ -89,7 +89,7 @@ class HorovodBasics:
         return self.engine.cross_rank()
 
     def is_homogeneous(self):
-        return self.size() == self.local_size() * self.cross_size()
+        return self.engine.is_homogeneous()
 
     # -- build facts --------------------------------------------------------
     def mpi_threads_supported(self):
