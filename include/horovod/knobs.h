@@ -48,6 +48,10 @@ struct Knobs {
   // alltoall over ranks on several hosts flat instead of within each host,
   // between one leader per host, and within each host again (the default).
   bool hierarchical_allgather = true;
+  // HOROVOD_HIERARCHICAL_STRIPED: 1 (default) lets every rank of a host
+  // carry a stripe of a hierarchical allreduce across hosts when every
+  // host holds as many ranks; 0 keeps one leader per host.
+  bool hierarchical_striped = true;
   // HOROVOD_DATA_MAC: 1 gives every message on the TCP data links a
   // Poly1305 tag under a per-message key, so bytes altered on the way fail
   // the collective; 0 (default) leaves data links to their handshake.

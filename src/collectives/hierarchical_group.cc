@@ -28,6 +28,16 @@ HostSplit SplitByHost(const std::vector<int>& members,
   }
   s.leader = !s.local.empty() && s.local[0] == me;
   s.useful = s.leaders.size() > 1 && s.leaders.size() < members.size();
+  s.even = s.useful;
+  for (const auto& host : s.host_members)
+    s.even = s.even && host.size() == s.host_members[0].size();
+  if (s.even) {
+    const int mine = s.index_in_host[static_cast<size_t>(
+        std::find(members.begin(), members.end(), me) - members.begin())];
+    for (const auto& host : s.host_members)
+      s.stripe.push_back(members[static_cast<size_t>(host[mine])]);
+    std::sort(s.stripe.begin(), s.stripe.end());
+  }
   int next = 0;
   s.contiguous = true;
   for (const auto& host : s.host_members)
@@ -39,17 +49,19 @@ HierarchicalGroup::HierarchicalGroup(const HostSplit& split,
                                      Hierarchy hierarchy,
                                      std::unique_ptr<CollectiveGroup> local,
                                      std::unique_ptr<CollectiveGroup> cross,
+                                     std::unique_ptr<CollectiveGroup> stripe,
                                      std::unique_ptr<CollectiveGroup> flat,
                                      Scratch* fusion)
     : split_(split),
       hierarchy_(hierarchy),
       local_(std::move(local)),
       cross_(std::move(cross)),
+      stripe_(std::move(stripe)),
       flat_(std::move(flat)),
       fusion_(fusion) {
-  if (cross_ != nullptr)
-    pipeline_ =
-        std::make_unique<CrossPipeline>(cross_.get(), hierarchy_.overlap);
+  CollectiveGroup* across = stripe_ != nullptr ? stripe_.get() : cross_.get();
+  if (across != nullptr)
+    pipeline_ = std::make_unique<CrossPipeline>(across, hierarchy_.overlap);
 }
 
 Status HierarchicalGroup::Allreduce(const Piece* pieces, size_t n,
@@ -57,66 +69,104 @@ Status HierarchicalGroup::Allreduce(const Piece* pieces, size_t n,
                                     const PhaseFn* on_phase) {
   if (!hierarchy_.reductions)
     return flat_->Allreduce(pieces, n, args, on_phase);
-  auto phase = [&](const CollectiveGroup& g, const char* name) {
-    if (on_phase != nullptr) (*on_phase)(g.kind(), name);
-  };
-  return AllreducePacked(
-      pieces, n, args, fusion_, on_phase, [&](char* buf, int64_t count) {
-        if (count * static_cast<int64_t>(DataTypeSize(args.dtype)) >=
-            kSegmentedFrom)
-          return SegmentedAllreduce(buf, count, args, on_phase);
-        // Within the host every member computes the host's reduction, so
-        // the leader holds it without a separate gather step; on shared
-        // memory this costs about what a reduce to the leader would.
-        phase(*local_, "HOST_ALLREDUCE");
-        HVD_RETURN_IF_ERROR(local_->Allreduce(buf, count, args.dtype, args.op));
-        if (cross_ != nullptr) {
-          phase(*cross_, "CROSS_ALLREDUCE");
-          HVD_RETURN_IF_ERROR(
-              cross_->Allreduce(buf, count, args.dtype, args.op));
-        }
-        phase(*local_, "HOST_BROADCAST");
-        return local_->Broadcast(
-            buf, count * static_cast<int64_t>(DataTypeSize(args.dtype)), 0);
-      });
+  return AllreducePacked(pieces, n, args, fusion_, on_phase,
+                         [&](char* buf, int64_t count) {
+                           return HostsAllreduce(buf, count, args, on_phase);
+                         });
 }
 
-Status HierarchicalGroup::SegmentedAllreduce(char* buf, int64_t count,
-                                             const ReduceArgs& args,
-                                             const PhaseFn* on_phase) {
-  const int64_t esize = static_cast<int64_t>(DataTypeSize(args.dtype));
-  const int64_t wanted = std::max(
-      kSegments, (count * esize + kMaxSegmentBytes - 1) / kMaxSegmentBytes);
-  const int64_t per = (count + wanted - 1) / wanted;
-  const int64_t segments = (count + per - 1) / per;
+void HierarchicalGroup::Stripes(int64_t count, size_t esize) {
+  const int64_t members = static_cast<int64_t>(split_.local.size());
+  stripe_counts_.resize(static_cast<size_t>(members));
+  stripe_bytes_.resize(static_cast<size_t>(members));
+  stripe_at_ = 0;
+  for (int64_t i = 0; i < members; ++i) {
+    const int64_t c = count / members + (i < count % members ? 1 : 0);
+    stripe_counts_[static_cast<size_t>(i)] = c;
+    stripe_bytes_[static_cast<size_t>(i)] = c * static_cast<int64_t>(esize);
+    if (i < split_.index_in_host[static_cast<size_t>(rank())]) stripe_at_ += c;
+  }
+}
+
+Status HierarchicalGroup::HostsAllreduce(char* buf, int64_t count,
+                                         const ReduceArgs& args,
+                                         const PhaseFn* on_phase) {
+  const size_t esize = DataTypeSize(args.dtype);
+  const int64_t bytes = count * static_cast<int64_t>(esize);
+  const bool striped = stripe_ != nullptr;
+  CollectiveGroup* across = striped ? stripe_.get() : cross_.get();
+  int64_t segments = 1;
+  if (bytes >= kSegmentedFrom)
+    segments =
+        std::max(kSegments, (bytes + kMaxSegmentBytes - 1) / kMaxSegmentBytes);
+  const int64_t per = count == 0 ? 0 : (count + segments - 1) / segments;
+  if (per > 0) segments = (count + per - 1) / per;
+  const size_t mine =
+      static_cast<size_t>(split_.index_in_host[static_cast<size_t>(rank())]);
   auto at = [&](int64_t s) { return buf + s * per * esize; };
   auto len = [&](int64_t s) { return std::min(per, count - s * per); };
   auto phase = [&](const CollectiveGroup& g, const char* name) {
     if (on_phase != nullptr) (*on_phase)(g.kind(), name);
   };
-  // Every member of the host runs the same order of host phases: reduce
-  // s, then broadcast s - 1 (whose cross-host result the leader waits for
-  // first).
+  // The host's share in: every member computes the host's reduction
+  // (single leader: the leader then holds it without a gather step), or
+  // member i the reduction of stripe i.
+  auto host_in = [&](int64_t s) {
+    if (!striped) return local_->Allreduce(at(s), len(s), args.dtype, args.op);
+    Stripes(len(s), esize);
+    return local_->ReduceScatter(at(s), stripe_counts_, args.dtype, args.op);
+  };
+  // What this rank carries across hosts: the segment, or its stripe of it.
+  auto part = [&](int64_t s, char** p, int64_t* c) {
+    *p = at(s);
+    *c = len(s);
+    if (!striped) return;
+    Stripes(len(s), esize);
+    *p += stripe_at_ * static_cast<int64_t>(esize);
+    *c = stripe_counts_[mine];
+  };
+  // The result back to every member: the leader's copy (the cross-host
+  // result may differ in its last bits from the host's own), or every
+  // member's stripe.
+  auto host_out = [&](int64_t s) {
+    if (!striped)
+      return local_->Broadcast(at(s), len(s) * static_cast<int64_t>(esize), 0);
+    char* p;
+    int64_t c;
+    part(s, &p, &c);
+    return local_->Allgatherv(p, at(s), stripe_bytes_);
+  };
+  // Every member of the host runs the same order of host phases: in s,
+  // then out s - 1 (whose cross-host result it waits for first). With one
+  // segment the cross-host step runs inline; with more, in the pipeline.
   Status st;
-  phase(*local_, "HOST_ALLREDUCE");
+  const bool pipelined = segments > 1 && pipeline_ != nullptr;
+  phase(*local_, striped ? "HOST_REDUCESCATTER" : "HOST_ALLREDUCE");
   for (int64_t s = 0; s <= segments && st.ok(); ++s) {
     if (s < segments) {
-      st = local_->Allreduce(at(s), len(s), args.dtype, args.op);
+      st = host_in(s);
       if (!st.ok()) break;
-      if (pipeline_ != nullptr) {
-        if (s == 0) phase(*cross_, "CROSS_ALLREDUCE");
-        pipeline_->Submit(at(s), len(s), args.dtype, args.op);
+      if (across != nullptr) {
+        char* p;
+        int64_t c;
+        part(s, &p, &c);
+        if (s == 0) phase(*across, "CROSS_ALLREDUCE");
+        if (pipelined)
+          pipeline_->Submit(p, c, args.dtype, args.op);
+        else
+          st = across->Allreduce(p, c, args.dtype, args.op);
+        if (!st.ok()) break;
       }
     }
     if (s > 0) {
-      if (pipeline_ != nullptr) st = pipeline_->Wait();
+      if (pipelined) st = pipeline_->Wait();
       if (!st.ok()) break;
-      if (s == 1) phase(*local_, "HOST_BROADCAST");
-      st = local_->Broadcast(at(s - 1), len(s - 1) * esize, 0);
+      if (s == 1) phase(*local_, striped ? "HOST_ALLGATHER" : "HOST_BROADCAST");
+      st = host_out(s - 1);
     }
   }
   // The pipeline's thread must be done with the buffer before it returns.
-  if (pipeline_ != nullptr) {
+  if (pipelined) {
     Status drained = pipeline_->Drain();
     if (st.ok()) st = drained;
   }

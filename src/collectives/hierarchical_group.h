@@ -52,6 +52,11 @@ struct HostSplit {
   // Every host's members are consecutive member indices, hosts in order:
   // then a host's blocks of an allgather or reducescatter are one run.
   bool contiguous = false;
+  // Useful, and every host holds as many members: then the members with
+  // our position in their host, one per host (global ranks, ascending),
+  // can carry one stripe of an allreduce across hosts.
+  bool even = false;
+  std::vector<int> stripe;
 };
 
 // Which collectives go hierarchically (the others run flat).
@@ -61,6 +66,9 @@ struct Hierarchy {
   // A leader may run the cross-host phase on a thread of its own, beside
   // the host's phases: they do not use the transport (shared memory).
   bool overlap = false;
+  // On even hosts, every member carries a stripe of an allreduce across
+  // hosts (striped leaders) instead of one leader carrying all of it.
+  bool striped = true;
 };
 
 // `members`: global ranks, ascending, `me` among them. `hosts[r]` is global
@@ -77,12 +85,14 @@ class HierarchicalGroup : public CollectiveGroup {
   static constexpr int64_t kMaxSegmentBytes = 16 << 20;
 
   // `local` spans HostSplit::local; `cross` spans HostSplit::leaders and is
-  // null on every rank that is not a leader; `flat` spans every member and
-  // runs what `hierarchy` leaves flat. `fusion` (not owned) packs fused
-  // tensors.
+  // null on every rank that is not a leader; `stripe` spans
+  // HostSplit::stripe where allreduce goes striped (else null); `flat`
+  // spans every member and runs what `hierarchy` leaves flat. `fusion`
+  // (not owned) packs fused tensors.
   HierarchicalGroup(const HostSplit& split, Hierarchy hierarchy,
                     std::unique_ptr<CollectiveGroup> local,
                     std::unique_ptr<CollectiveGroup> cross,
+                    std::unique_ptr<CollectiveGroup> stripe,
                     std::unique_ptr<CollectiveGroup> flat, Scratch* fusion);
 
   int rank() const override { return flat_->rank(); }
@@ -92,13 +102,18 @@ class HierarchicalGroup : public CollectiveGroup {
   }
   const char* kind() const override { return flat_->kind(); }
 
-  // Phases: "<local kind>HOST_ALLREDUCE", "<cross kind>CROSS_ALLREDUCE"
-  // (leaders only), "<local kind>HOST_BROADCAST". The cross-host result may
-  // differ in its last bits from the host's own reduction, so every member
-  // takes the leader's copy. From kSegmentedFrom bytes the run goes in
-  // segments, pipelined: the host reduces segment s + 1 while the leaders
-  // allreduce segment s (with Hierarchy::overlap) and broadcasts segment s
-  // while they take s + 1, so a slow link is busy nearly all the time. The
+  // One leader per host: phases "<local kind>HOST_ALLREDUCE", "<cross
+  // kind>CROSS_ALLREDUCE" (leaders only), "<local kind>HOST_BROADCAST"; the
+  // cross-host result may differ in its last bits from the host's own
+  // reduction, so every member takes the leader's copy. Striped (a stripe
+  // group given): "HOST_REDUCESCATTER" (member i holds stripe i of the
+  // host's reduction), "CROSS_ALLREDUCE" (every member, its stripe with the
+  // same stripe of every other host), "HOST_ALLGATHER"; each link then
+  // carries 1/L of the data for L members per host, from L ranks at once.
+  // From kSegmentedFrom bytes the run goes in segments, pipelined: the
+  // host takes segment s + 1 in while the cross-host step runs on segment s
+  // (on its own thread with Hierarchy::overlap) and gives segment s out
+  // while it runs on s + 1, so a slow link is busy nearly all the time. The
   // segments are a function of the size alone, the same on every rank. The
   // other collectives report no phases.
   using CollectiveGroup::Allreduce;
@@ -117,17 +132,24 @@ class HierarchicalGroup : public CollectiveGroup {
   // Bytes of each host's members in host order, into hosts_ (by host)
   // and local_bytes_ (our host's members); returns the total.
   int64_t SumByHost(const std::vector<int64_t>& bytes);
-  Status SegmentedAllreduce(char* buf, int64_t count, const ReduceArgs& args,
-                            const PhaseFn* on_phase);
+  Status HostsAllreduce(char* buf, int64_t count, const ReduceArgs& args,
+                        const PhaseFn* on_phase);
+  // Splits `count` elements into one stripe per member of the host, into
+  // stripe_counts_, stripe_bytes_ and stripe_at_ (where ours starts).
+  void Stripes(int64_t count, size_t esize);
   Status HostMajorAlltoall(const void* send,
                            const std::vector<int64_t>& send_bytes, void* recv,
                            const std::vector<int64_t>& recv_bytes);
 
   HostSplit split_;
   Hierarchy hierarchy_;
-  std::unique_ptr<CollectiveGroup> local_, cross_, flat_;
+  std::unique_ptr<CollectiveGroup> local_, cross_, stripe_, flat_;
   Scratch* fusion_;
-  std::unique_ptr<CrossPipeline> pipeline_;  // leaders only
+  // Runs the cross-host steps of allreduce: on leaders, or every member
+  // when striped.
+  std::unique_ptr<CrossPipeline> pipeline_;
+  std::vector<int64_t> stripe_counts_, stripe_bytes_;
+  int64_t stripe_at_ = 0;
   // Reused across calls: sizes, offsets and a host-major staging area.
   std::vector<int64_t> hosts_, local_bytes_, offsets_, matrix_, sizes_,
       cross_send_, cross_recv_;

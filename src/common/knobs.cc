@@ -141,6 +141,9 @@ std::vector<KnobSpec> MakeTable() {
                   "--hierarchical-allgather --no-hierarchical-allgather",
                   "allgather, broadcast and alltoall within hosts, across "
                   "leaders, within hosts")),
+      Agreed(Flag("HOROVOD_HIERARCHICAL_STRIPED", &K::hierarchical_striped, "",
+                  "on even hosts every rank carries a stripe of an "
+                  "allreduce across hosts")),
       Agreed(Flag("HOROVOD_DATA_MAC", &K::data_mac, "--data-mac",
                   "every message on a TCP data link carries a MAC")),
       Agreed(Int("HOROVOD_SHM_BUFFER_BYTES", &K::shm_buffer_bytes, 4096,

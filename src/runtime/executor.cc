@@ -31,7 +31,8 @@ Executor::Executor(Transport* transport, ShmGroup* shm,
       sets_(sets),
       timeline_(timeline),
       hosts_(std::move(hosts)),
-      hierarchy_{knobs.hierarchical_allreduce, knobs.hierarchical_allgather} {
+      hierarchy_{knobs.hierarchical_allreduce, knobs.hierarchical_allgather,
+                 false, knobs.hierarchical_striped} {
   algo_.small_allreduce_bytes = knobs.small_allreduce_bytes;
   algo_.ring_chunk_bytes = knobs.ring_chunk_bytes;
 }
@@ -97,9 +98,11 @@ Status Executor::PlanFor(int process_set, Plan** out) {
       hosts_.size() > static_cast<size_t>(me)) {
     HostSplit split = SplitByHost(members, hosts_, me);
     if (split.useful) {
-      std::unique_ptr<CollectiveGroup> local, cross;
+      std::unique_ptr<CollectiveGroup> local, cross, stripe;
       HVD_RETURN_IF_ERROR(MakeGroup(split.local, &local));
       if (split.leader) HVD_RETURN_IF_ERROR(MakeGroup(split.leaders, &cross));
+      if (split.even && hierarchy_.striped)
+        HVD_RETURN_IF_ERROR(MakeGroup(split.stripe, &stripe));
       // The leader's cross-host phase may run beside the host's only
       // when those use shared memory (the transport takes one thread).
       Hierarchy hierarchy = hierarchy_;
@@ -108,7 +111,7 @@ Status Executor::PlanFor(int process_set, Plan** out) {
       hierarchy.overlap = host_shm != nullptr;
       plan.group = std::make_unique<HierarchicalGroup>(
           split, hierarchy, std::move(local), std::move(cross),
-          std::move(plan.group), &fusion_buffer_);
+          std::move(stripe), std::move(plan.group), &fusion_buffer_);
     }
   }
   plan.p2p = std::make_unique<TcpGroup>(

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -73,7 +74,7 @@ void Build(const Case& c, LoopbackTransport& tr, const std::vector<int>& all,
     sc.timeout_s = 60;
     ASSERT_TRUE(ShmGroup::Create(&tr, split.local, {}, sc, &g->shm).ok());
   }
-  std::unique_ptr<CollectiveGroup> local, cross;
+  std::unique_ptr<CollectiveGroup> local, cross, stripe;
   if (g->shm != nullptr)
     local = std::make_unique<ShmCollectiveGroup>(g->shm.get(), cfg, &g->fusion);
   else
@@ -85,11 +86,23 @@ void Build(const Case& c, LoopbackTransport& tr, const std::vector<int>& all,
   if (split.leader)
     cross = std::make_unique<TcpGroup>(
         Communicator(&tr, split.leaders, &g->scratch, cfg), &g->fusion);
+  if (split.even && hierarchy.striped)
+    stripe = std::make_unique<TcpGroup>(
+        Communicator(&tr, split.stripe, &g->scratch, cfg), &g->fusion);
   g->group = std::make_unique<HierarchicalGroup>(
-      split, hierarchy, std::move(local), std::move(cross),
+      split, hierarchy, std::move(local), std::move(cross), std::move(stripe),
       std::make_unique<TcpGroup>(Communicator(&tr, all, &g->scratch, cfg),
                                  &g->fusion),
       &g->fusion);
+}
+
+// Several hosts, each with as many ranks (more than one).
+bool Even(const std::vector<std::string>& hosts) {
+  std::map<std::string, int> n;
+  for (const auto& h : hosts) ++n[h];
+  for (const auto& kv : n)
+    if (kv.second != n.begin()->second) return false;
+  return n.size() > 1 && n.begin()->second > 1;
 }
 
 void Check(const Case& c, int64_t count, DataType t, ReduceOp op,
@@ -121,12 +134,15 @@ void Check(const Case& c, int64_t count, DataType t, ReduceOp op,
                             << " dtype=" << DataTypeName(t)
                             << " op=" << ReduceOpName(op) << " shm=" << c.shm;
     if (count == 0) continue;
-    // The leader is the first rank of its host.
+    // The leader is the first rank of its host; on even hosts every rank
+    // carries a stripe across.
     const bool leader = std::find(c.hosts.begin(), c.hosts.begin() + r,
                                   c.hosts[r]) == c.hosts.begin() + r;
-    std::vector<std::string> want_phases = {"HOST_ALLREDUCE"};
-    if (leader) want_phases.push_back("CROSS_ALLREDUCE");
-    want_phases.push_back("HOST_BROADCAST");
+    const bool striped = hierarchy.striped && Even(c.hosts);
+    std::vector<std::string> want_phases = {striped ? "HOST_REDUCESCATTER"
+                                                    : "HOST_ALLREDUCE"};
+    if (leader || striped) want_phases.push_back("CROSS_ALLREDUCE");
+    want_phases.push_back(striped ? "HOST_ALLGATHER" : "HOST_BROADCAST");
     EXPECT_EQ(phases[r], want_phases) << "rank " << r;
   }
 }
@@ -160,6 +176,16 @@ TEST(HierarchicalAllreduce, LargeInputsTakeManyRoundsAndChunks) {
       Check(c, count, DataType::kFloat32, ReduceOp::kSum);
 }
 
+// Even hosts, one leader each instead of stripes: every dtype and op too.
+TEST(HierarchicalAllreduce, OneLeaderPerEvenHostWhenStripesAreOff) {
+  Hierarchy one_leader;
+  one_leader.striped = false;
+  for (const Case& c : {kCases[0], kCases[1]})
+    for (DataType t : {DataType::kInt32, DataType::kFloat16})
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax})
+        for (int64_t count : {1, 3001}) Check(c, count, t, op, one_leader);
+}
+
 // From HierarchicalGroup::kSegmentedFrom bytes the run goes in pipelined
 // segments (uneven ones when the count does not divide), the leaders'
 // cross-host phase on a thread of its own beside shared memory: the same
@@ -168,9 +194,10 @@ TEST(HierarchicalAllreduce, SegmentedRunsPipelineTheHostAndCrossPhases) {
   const int64_t from = HierarchicalGroup::kSegmentedFrom / 4;
   for (const Case& c : {kCases[0], kCases[1], kCases[3]})
     for (bool overlap : {true, false})
-      for (int64_t count : {from, from + 13})
-        Check(c, count, DataType::kFloat32, ReduceOp::kSum,
-              Hierarchy{true, true, overlap});
+      for (bool striped : {true, false})
+        for (int64_t count : {from, from + 13})
+          Check(c, count, DataType::kFloat32, ReduceOp::kSum,
+                Hierarchy{true, true, overlap, striped});
   // Large enough for more segments than kSegments.
   const int64_t big =
       HierarchicalGroup::kSegments * HierarchicalGroup::kMaxSegmentBytes;
@@ -323,6 +350,20 @@ TEST(SplitByHost, MemberPositionsAndContiguity) {
   EXPECT_EQ(s.my_host, 1);
   EXPECT_FALSE(s.contiguous);
   EXPECT_TRUE(SplitByHost({0, 1, 2, 3}, {"a", "a", "b", "b"}, 2).contiguous);
+}
+
+TEST(SplitByHost, StripesOnEvenHostsOnly) {
+  // Interleaved and out of host order: stripe 1 is {3, 2}, ascending.
+  const std::vector<std::string> hosts = {"a", "b", "b", "a"};
+  HostSplit s = SplitByHost({0, 1, 2, 3}, hosts, 3);
+  EXPECT_TRUE(s.even);
+  EXPECT_EQ(s.stripe, (std::vector<int>{2, 3}));
+  EXPECT_EQ(SplitByHost({0, 1, 2, 3}, hosts, 1).stripe,
+            (std::vector<int>{0, 1}));
+  // Three ranks on one host, one on the other; or a rank per host.
+  EXPECT_FALSE(SplitByHost({0, 1, 2, 3}, {"a", "a", "a", "b"}, 0).even);
+  EXPECT_FALSE(SplitByHost({0, 1}, {"a", "b"}, 0).even);
+  EXPECT_TRUE(SplitByHost({0, 1}, {"a", "b"}, 0).stripe.empty());
 }
 
 }  // namespace
