@@ -104,7 +104,8 @@ def multihost_table(res):
         return "(not run: `bash benchmarks/run.sh multihost`, as root)"
     out = []
     for tag, (rate, delay) in LINKS.items():
-        labels = [l for l in (f"hvd-2x2-{tag}", f"hvd-2x2-flat-{tag}",
+        labels = [l for l in (f"hvd-2x2-{tag}", f"hvd-2x2-leader-{tag}",
+                              f"hvd-2x2-flat-{tag}",
                               f"hvd-2x2-mac-{tag}", f"ompi-2x2-{tag}",
                               f"torch-gloo-2x2-{tag}")
                   if any(k[0] == l for k in res)]

@@ -177,7 +177,8 @@ training() {
 
 # Two test hosts (tests/multihost/testhosts.py), 2 ranks each, every host's
 # egress shaped to a rate by tbf (this kernel has no netem for a delay):
-# ours (horovodrun -H, hierarchical by default, and flat) against OpenMPI
+# ours (horovodrun -H, hierarchical by default: striped; with one leader per
+# host; flat; with the data MAC) against OpenMPI
 # (mpirun -H over TCP) and torch.distributed/gloo (torchrun across the
 # hosts), in the same run. The hosts share this machine's 2 cores, so a
 # fast link is limited by CPU before the wire.
@@ -200,6 +201,9 @@ multihost() {
     echo "LINK,$tag,$rate,none" >> "$OUT/results.csv"
     run hvd-2x2-$tag $TH exec h1 -- horovodrun -np 4 -H hvd-h1:2,hvd-h2:2 \
       build-bench/allreduce_bench -s $MH_SIZES -b $BUDGET -l hvd-2x2-$tag
+    run hvd-2x2-leader-$tag $TH exec h1 -- env HOROVOD_HIERARCHICAL_STRIPED=0 \
+      horovodrun -np 4 -H hvd-h1:2,hvd-h2:2 build-bench/allreduce_bench \
+      -s $MH_SIZES -b $BUDGET -l hvd-2x2-leader-$tag
     run hvd-2x2-flat-$tag $TH exec h1 -- env HOROVOD_HIERARCHICAL_ALLREDUCE=0 \
       horovodrun -np 4 -H hvd-h1:2,hvd-h2:2 build-bench/allreduce_bench \
       -s $MH_SIZES -b $BUDGET -l hvd-2x2-flat-$tag
