@@ -79,6 +79,8 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
   // With the data MAC every message is followed by its tag.
   const bool mac_out = data_mac_ && slen > 0;
   const bool mac_in = data_mac_ && rlen > 0;
+  if ((mac_out && !peers_[dst].sealed()) || (mac_in && !peers_[src].sealed()))
+    return Status::Internal("the data MAC needs sealed links");
   Poly1305 smac, rmac;
   uint8_t stag[kTagBytes], rtag[kTagBytes];
   if (mac_out) smac.Start(peers_[dst].NextMessageKey(true).data());
