@@ -19,7 +19,6 @@ _NOT_BUILT = {
     "horovod.mxnet": "the MXNet adapter",
     "horovod.spark": "the Spark integration",
     "horovod.ray": "the Ray integration",
-    "horovod.torch.elastic": "elastic training",
 }
 
 

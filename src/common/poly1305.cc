@@ -114,6 +114,7 @@ void Poly1305::Blocks(const uint8_t* p, size_t n, uint64_t final_bit) {
 }
 
 void Poly1305::Update(const void* data, size_t len) {
+  if (len == 0) return;  // data may be null then
   const uint8_t* p = static_cast<const uint8_t*>(data);
   if (fill_ > 0) {
     const size_t take = len < 16 - fill_ ? len : 16 - fill_;

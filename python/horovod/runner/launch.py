@@ -279,14 +279,14 @@ _UNSUPPORTED = {
     "--num-nccl-streams": (1, "this build has no NCCL (CPU engine)"),
     "--thread-affinity": (1, "thread affinity is not built"),
     "--gloo-timeout-seconds": (1, "there is no Gloo controller in this build"),
-    "--min-np": (1, "elastic training is not built"),
-    "--max-np": (1, "elastic training is not built"),
-    "--slots-per-host": (1, "elastic training is not built"),
-    "--slots": (1, "elastic training is not built"),
-    "--elastic-timeout": (1, "elastic training is not built"),
-    "--reset-limit": (1, "elastic training is not built"),
-    "--blacklist-cooldown-range": (2, "elastic training is not built"),
-    "--host-discovery-script": (1, "elastic training is not built"),
+    "--min-np": (1, "horovodrun's elastic mode is not built"),
+    "--max-np": (1, "horovodrun's elastic mode is not built"),
+    "--slots-per-host": (1, "horovodrun's elastic mode is not built"),
+    "--slots": (1, "horovodrun's elastic mode is not built"),
+    "--elastic-timeout": (1, "horovodrun's elastic mode is not built"),
+    "--reset-limit": (1, "horovodrun's elastic mode is not built"),
+    "--blacklist-cooldown-range": (2, "horovodrun's elastic mode is not built"),
+    "--host-discovery-script": (1, "horovodrun's elastic mode is not built"),
 }
 
 

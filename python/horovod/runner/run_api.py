@@ -90,7 +90,7 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
                               ("slots", slots), ("reset_limit", reset_limit),
                               ("cooldown_range", cooldown_range)) if v is not None]
     if elastic:
-        raise ValueError("elastic training is not built: %s" % ", ".join(elastic))
+        raise ValueError("elastic launching is not built: %s" % ", ".join(elastic))
     if hosts is not None and hostfile is not None:
         raise ValueError("give hosts or hostfile, not both")
     argv = ["-np", str(np)]

@@ -32,4 +32,5 @@ from horovod.torch.mpi_ops import (Adasum, Average, Max, Min, Product,  # noqa: 
                                    sparse_allreduce_async, start_timeline,
                                    stop_timeline, synchronize)
 from horovod.torch.optimizer import DistributedOptimizer  # noqa: F401
+from horovod.torch import elastic  # noqa: F401,E402
 from horovod.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
