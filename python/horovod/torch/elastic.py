@@ -110,9 +110,12 @@ class ElasticSampler(torch.utils.data.Sampler):
         return self.num_samples
 
 
-class _ModelHandler:
-    def __init__(self, model):
-        self.value = model
+class _StateDictHandler:
+    """Saves and restores one object through copies of its state_dict;
+    subclasses say how to sync it."""
+
+    def __init__(self, value):
+        self.value = value
         self.save()
 
     def save(self):
@@ -121,36 +124,18 @@ class _ModelHandler:
     def restore(self):
         self.value.load_state_dict(self._saved)
 
+
+class _ModelHandler(_StateDictHandler):
     def sync(self):
         broadcast_parameters(self.value.state_dict(), root_rank=0)
 
 
-class _OptimizerHandler:
-    def __init__(self, optimizer):
-        self.value = optimizer
-        self.save()
-
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
+class _OptimizerHandler(_StateDictHandler):
     def sync(self):
         broadcast_optimizer_state(self.value, root_rank=0)
 
 
-class _SamplerHandler:
-    def __init__(self, sampler):
-        self.value = sampler
-        self.save()
-
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
+class _SamplerHandler(_StateDictHandler):
     def sync(self):
         # Each worker recorded only its own samples: the epoch's processed
         # set is the union of everyone's, with rank 0's epoch.
