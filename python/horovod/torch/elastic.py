@@ -10,12 +10,14 @@ import random
 import torch
 
 from horovod.common.elastic import ObjectState, State, run_fn
+from horovod.common.exceptions import HostsUpdatedInterrupt
 from horovod.torch.functions import (allgather_object, broadcast_object,
                                      broadcast_optimizer_state,
                                      broadcast_parameters)
 from horovod.torch.mpi_ops import init, rank, shutdown, size
 
-__all__ = ["ElasticSampler", "ObjectState", "State", "TorchState", "run"]
+__all__ = ["ElasticSampler", "HostsUpdatedInterrupt", "ObjectState", "State",
+           "TorchState", "run"]
 
 
 def _reset():

@@ -150,6 +150,26 @@ def check_run_restores_reforms_and_tries_again():
     assert hvd.is_initialized() and hvd.size() == n
 
 
+def check_run_reforms_without_restoring_when_hosts_changed():
+    state = hvd.elastic.TorchState(model(seed=5), epoch=0)
+    calls = []
+
+    @hvd.elastic.run
+    def train(state):
+        calls.append(state.epoch)
+        if len(calls) == 1:
+            state.epoch = 3
+            state.commit()
+            state.epoch = 4  # after the commit: the sync takes rank 0's 3
+            raise hvd.elastic.HostsUpdatedInterrupt(skip_sync=False)
+        if len(calls) == 2:
+            state.epoch = 7  # hosts only removed: no sync, 7 stays
+            raise hvd.elastic.HostsUpdatedInterrupt(skip_sync=True)
+        return state.epoch
+
+    assert train(state) == 7 and calls == [0, 3, 7], calls
+
+
 def check_run_passes_other_errors_through():
     state = hvd.elastic.TorchState(model(seed=4), epoch=0)
 
