@@ -328,23 +328,26 @@ Status HierarchicalGroup::HostMajorAlltoall(
   }
   HVD_RETURN_IF_ERROR(local_->Broadcast(arrived, arriving, 0));
   // From host g's run: for each of g's members s (ascending), the blocks
-  // s sent to each of our members in local order.
-  const int me = split_.index_in_host[static_cast<size_t>(rank())];
+  // s sent to each of our members in local order. Members ascend within
+  // each host, so one cursor per host walks its run.
+  const size_t me =
+      static_cast<size_t>(split_.index_in_host[static_cast<size_t>(rank())]);
+  cursor_.assign(hosts, 0);
+  for (size_t g = 1; g < hosts; ++g)
+    cursor_[g] = cursor_[g - 1] + cross_recv_[g - 1];
   int64_t out = 0;
-  std::vector<int64_t>& start = sizes_;  // where host g's run begins
-  start.assign(hosts + 1, 0);
-  for (size_t g = 0; g < hosts; ++g) start[g + 1] = start[g] + cross_recv_[g];
   for (size_t s = 0; s < n; ++s) {
-    const int g = split_.host_of[s];
-    int64_t at = start[g];
-    for (int s2 : split_.host_members[g]) {
-      if (static_cast<size_t>(s2) == s) break;
-      for (size_t j = 0; j < local_n; ++j) at += got(j, s2);
+    const size_t g = static_cast<size_t>(split_.host_of[s]);
+    int64_t at = cursor_[g];
+    for (size_t j = 0; j < local_n; ++j) {
+      if (j == me) {
+        std::memcpy(static_cast<char*>(recv) + out, arrived + at,
+                    static_cast<size_t>(recv_bytes[s]));
+        out += recv_bytes[s];
+      }
+      at += got(j, s);
     }
-    for (int j = 0; j < me; ++j) at += got(static_cast<size_t>(j), s);
-    std::memcpy(static_cast<char*>(recv) + out, arrived + at,
-                static_cast<size_t>(recv_bytes[s]));
-    out += recv_bytes[s];
+    cursor_[g] = at;
   }
   return Status::OK();
 }

@@ -152,7 +152,7 @@ class HierarchicalGroup : public CollectiveGroup {
   int64_t stripe_at_ = 0;
   // Reused across calls: sizes, offsets and a host-major staging area.
   std::vector<int64_t> hosts_, local_bytes_, offsets_, matrix_, sizes_,
-      cross_send_, cross_recv_;
+      cross_send_, cross_recv_, cursor_;
   Scratch staging_, gathered_, received_;
 };
 
