@@ -99,3 +99,6 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's obj, in rank order."""
     from horovod.common import ops
     return ops.allgather_object(_impl._collectives, obj, name, process_set)
+
+
+from horovod.keras import elastic  # noqa: F401,E402

@@ -44,3 +44,4 @@ from horovod.tensorflow.mpi_ops import (Adasum, Average, Max, Min,  # noqa: F401
 from horovod.tensorflow.optimizer import (  # noqa: F401
     BroadcastGlobalVariablesHook, DistributedOptimizer)
 from horovod.tensorflow.sync_batch_norm import SyncBatchNormalization  # noqa: F401
+from horovod.tensorflow import elastic  # noqa: F401,E402

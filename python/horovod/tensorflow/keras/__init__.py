@@ -6,3 +6,4 @@ from horovod.keras import (DistributedOptimizer, allgather,  # noqa: F401
                            allgather_object, allreduce, broadcast,
                            broadcast_object, broadcast_variables, callbacks,
                            load_model, reducescatter)
+from horovod.tensorflow.keras import elastic  # noqa: F401,E402
