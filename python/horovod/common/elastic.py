@@ -101,9 +101,11 @@ def run_fn(func, reset):
     def wrapper(state, *args, **kwargs):
         skip_sync = False
         while True:
-            if not skip_sync:
-                state.sync()
             try:
+                # A peer lost during the sync is retried like one lost
+                # during training.
+                if not skip_sync:
+                    state.sync()
                 return func(state, *args, **kwargs)
             except HorovodInternalError:
                 state.restore()
