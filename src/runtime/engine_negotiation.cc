@@ -200,7 +200,12 @@ Status EngineImpl::WorkerStep(int max_wait_ms, bool* finished) {
   // Posting last completes the round: finish it in this step (completing a
   // round early never reorders it against a response list).
   HVD_RETURN_IF_ERROR(BoardComplete());
-  return frame.empty() ? CheckLiveness(now) : Status::OK();
+  if (!frame.empty()) return Status::OK();
+  st = CheckLiveness(now);
+  // Rank 0 may be silent because it is itself held up by a peer that
+  // stopped: its verdict, if it comes within a second, names that peer.
+  if (!st.ok()) return FromCoordinator(st, true);
+  return Status::OK();
 }
 
 Status EngineImpl::ExecuteList(const ResponseList& list) {
