@@ -118,3 +118,21 @@ def run_fn(func, reset):
     wrapper.__name__ = getattr(func, "__name__", "wrapper")
     wrapper.__doc__ = getattr(func, "__doc__", None)
     return wrapper
+
+
+def _reset():
+    # A fresh engine and rendezvous: the job re-forms with the workers
+    # that are there.
+    from horovod.common.topology import init, shutdown
+    shutdown()
+    init()
+
+
+def run(func):
+    """Decorator for the training function, called as `func(state, *args,
+    **kwargs)`: syncs `state` from rank 0 first; when a collective fails
+    (HorovodInternalError), every worker restores the last commit, the job
+    re-forms, the state is synced again and `func` is called again; on
+    HostsUpdatedInterrupt the job re-forms without restoring. Returns what
+    `func` returns. Every adapter's `hvd.elastic.run` is this one."""
+    return run_fn(func, _reset)

@@ -4,25 +4,13 @@ and its optimizer (`TensorFlowKerasState`), and the retry loop `run`."""
 
 import numpy as np
 
-from horovod.common.elastic import ObjectState, run_fn
+from horovod.common.elastic import ObjectState, run  # noqa: F401
 from horovod.common.exceptions import HostsUpdatedInterrupt  # noqa: F401
-from horovod.common.topology import init, rank, shutdown
+from horovod.common.topology import rank
 from horovod.tensorflow.functions import broadcast_object, broadcast_variables
 
 __all__ = ["HostsUpdatedInterrupt", "TensorFlowKerasState",
            "TensorFlowState", "run"]
-
-
-def _reset():
-    shutdown()
-    init()
-
-
-def run(func):
-    """The retry loop, as `horovod.torch.elastic.run`: syncs the state,
-    calls `func(state, *args, **kwargs)`, and on a failed collective
-    restores the last commit, re-forms the job and calls it again."""
-    return run_fn(func, _reset)
 
 
 class TensorFlowState(ObjectState):

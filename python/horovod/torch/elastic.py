@@ -9,32 +9,15 @@ import random
 
 import torch
 
-from horovod.common.elastic import ObjectState, State, run_fn
+from horovod.common.elastic import ObjectState, State, run
 from horovod.common.exceptions import HostsUpdatedInterrupt
 from horovod.torch.functions import (allgather_object, broadcast_object,
                                      broadcast_optimizer_state,
                                      broadcast_parameters)
-from horovod.torch.mpi_ops import init, rank, shutdown, size
+from horovod.torch.mpi_ops import rank, size
 
 __all__ = ["ElasticSampler", "HostsUpdatedInterrupt", "ObjectState", "State",
            "TorchState", "run"]
-
-
-def _reset():
-    # A fresh engine and rendezvous: the job re-forms with the workers
-    # that are there.
-    shutdown()
-    init()
-
-
-def run(func):
-    """Decorator for the training function, called as `func(state, *args,
-    **kwargs)`: syncs `state` from rank 0 first; when a collective fails
-    (HorovodInternalError), every worker restores the last commit, the job
-    re-forms, the state is synced again and `func` is called again; on
-    HostsUpdatedInterrupt the job re-forms without restoring. Returns what
-    `func` returns."""
-    return run_fn(func, _reset)
 
 
 class ElasticSampler(torch.utils.data.Sampler):
