@@ -126,7 +126,7 @@ def test_second_ctrl_c_stops_at_once_even_ranks_ignoring_sigterm(tmp_path):
     assert not any(process_alive(p) for p in pids)
 
 
-@pytest.mark.parametrize("flag", [["--jsrun"], ["--min-np", "1"],
+@pytest.mark.parametrize("flag", [["--jsrun"], ["--gloo-timeout-seconds", "5"],
                                   ["--num-nccl-streams", "2"],
                                   ["--thread-affinity", "1"]])
 def test_unsupported_upstream_flag_is_one_line(flag):

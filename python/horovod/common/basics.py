@@ -16,6 +16,7 @@ class HorovodBasics:
         self._lock = threading.Lock()
         self._process_sets = {0: global_process_set}
         self._engine_listeners = []
+        self._driver = None  # horovodrun's elastic driver, when it runs us
         atexit.register(self.shutdown)
 
     # -- lifecycle ----------------------------------------------------------
@@ -27,14 +28,51 @@ class HorovodBasics:
             if self._engine is not None:
                 return
             from horovod import _core
-            self._engine = _core.Engine.start(self._generation)
-            self._generation += 1
+            from horovod.common.driver_client import DriverClient
+            if self._driver is None:
+                self._driver = DriverClient.from_environment()
+            if self._driver is not None:
+                self._engine = self._start_elastic(_core)
+            else:
+                self._engine = _core.Engine.start(self._generation)
+                self._generation += 1
             global_process_set.ranks = list(range(self._engine.size()))
             global_process_set._basics = self
             for listener in self._engine_listeners:
                 listener(self._engine)
         for ps in process_sets or []:
             self.add_process_set(ps)
+
+    # A round's members can die between the driver's answer and the
+    # engine's rendezvous; the survivors then join the next round.
+    _ELASTIC_ATTEMPTS = 5
+
+    def _start_elastic(self, core):
+        import os
+        error = None
+        for _ in range(self._ELASTIC_ATTEMPTS):
+            self._driver.join(os.environ.get("HOROVOD_BIND_ADDR"))
+            generation = self._generation
+            self._generation += 1
+            try:
+                return core.Engine.start(generation)
+            except ValueError:
+                raise
+            except RuntimeError as e:
+                error = e
+        raise error
+
+    def is_elastic(self):
+        """Whether horovodrun's elastic mode started this process."""
+        return self._driver is not None
+
+    def host_updates(self):
+        """Rank 0's question to horovodrun's elastic driver: whether the
+        job's hosts changed since this round formed, as {"changed",
+        "skip_sync"}; None when no elastic driver runs the job."""
+        if self._driver is None:
+            return None
+        return self._driver.host_updates()
 
     def shutdown(self):
         with self._lock:

@@ -45,10 +45,20 @@ class State(abc.ABC):
         self.check_host_updates()
 
     def check_host_updates(self):
-        """Raises HostsUpdatedInterrupt when the job's hosts changed since it
-        formed. Hosts change only under an elastic launcher, which
-        horovodrun does not provide yet: here they never change, and this
-        returns at once."""
+        """Raises HostsUpdatedInterrupt on every worker when the job's hosts
+        changed since it formed (a worker is waiting to join, or one is
+        gone): rank 0 asks horovodrun's elastic driver and broadcasts the
+        answer, so call it where every worker is at the same step. Without
+        an elastic driver the hosts never change and this returns at
+        once."""
+        from horovod.common.ops import process_collectives
+        basics = process_collectives().basics
+        if not basics.is_elastic():
+            return
+        answer = basics.host_updates() if self._rank() == 0 else None
+        answer = self._bcast_object(answer)
+        if answer and answer.get("changed"):
+            raise HostsUpdatedInterrupt(answer.get("skip_sync", False))
 
     @abc.abstractmethod
     def save(self):

@@ -173,6 +173,40 @@ def placement(hosts, np):
     return out
 
 
+def start_pumps(r, output):
+    """Threads forwarding a started rank's output; returns them."""
+    pumps = []
+    for stream, kind, sink in ((r.proc.stdout, "stdout", sys.stdout),
+                               (r.proc.stderr, "stderr", sys.stderr)):
+        t = threading.Thread(target=output.pump,
+                             args=(stream, r.rank, kind, sink), daemon=True)
+        t.start()
+        pumps.append(t)
+    return pumps
+
+
+def stop_ranks(ranks, grace_s=_TERM_GRACE_S, interrupts=()):
+    """SIGTERM to every rank (a _Rank), then SIGKILL after grace_s (or at a
+    third Ctrl-C); returns once each has exited."""
+    for r in ranks:
+        r.signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    pressed = len(interrupts)
+    while time.monotonic() < deadline and any(r.proc.poll() is None
+                                              for r in ranks):
+        if pressed and len(interrupts) > max(pressed, 2):
+            break
+        time.sleep(0.05)
+    for r in ranks:
+        r.signal(signal.SIGKILL)
+    for r in ranks:
+        try:
+            r.proc.wait(_TERM_GRACE_S if r.header is not None else None)
+        except subprocess.TimeoutExpired:
+            r.proc.kill()  # ssh that outlived its agent's answer
+            r.proc.wait()
+
+
 class _Job:
     def __init__(self, command, env_base, hosts, np, verbose, network=None,
                  ssh=None, output=None):
@@ -221,36 +255,15 @@ class _Job:
                 sys.stderr.write("horovodrun: starting rank %d on %s: %s\n"
                                  % (r.rank, r.host, " ".join(self.command)))
             r.start()
-            for stream, kind, sink in ((r.proc.stdout, "stdout", sys.stdout),
-                                       (r.proc.stderr, "stderr", sys.stderr)):
-                t = threading.Thread(target=self.output.pump,
-                                     args=(stream, r.rank, kind, sink),
-                                     daemon=True)
-                t.start()
-                self.pumps.append(t)
+            self.pumps += start_pumps(r, self.output)
 
     def signal_all(self, sig):
         for r in self.ranks:
             r.signal(sig)
 
     def stop(self, grace_s=5.0, interrupts=()):
-        """SIGTERM, then SIGKILL after grace_s (or at a third Ctrl-C)."""
         self.stopping = True
-        self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        pressed = len(interrupts)
-        while time.monotonic() < deadline and any(p.poll() is None
-                                                  for p in self.procs):
-            if pressed and len(interrupts) > max(pressed, 2):
-                break
-            time.sleep(0.05)
-        self.signal_all(signal.SIGKILL)
-        for r in self.ranks:
-            try:
-                r.proc.wait(_TERM_GRACE_S if r.header is not None else None)
-            except subprocess.TimeoutExpired:
-                r.proc.kill()  # ssh that outlived its agent's answer
-                r.proc.wait()
+        stop_ranks(self.ranks, grace_s, interrupts)
 
     def wait(self, interrupts=()):
         """Returns (exit code, failed rank or None). After a Ctrl-C it also
@@ -279,14 +292,6 @@ _UNSUPPORTED = {
     "--num-nccl-streams": (1, "this build has no NCCL (CPU engine)"),
     "--thread-affinity": (1, "thread affinity is not built"),
     "--gloo-timeout-seconds": (1, "there is no Gloo controller in this build"),
-    "--min-np": (1, "horovodrun's elastic mode is not built"),
-    "--max-np": (1, "horovodrun's elastic mode is not built"),
-    "--slots-per-host": (1, "horovodrun's elastic mode is not built"),
-    "--slots": (1, "horovodrun's elastic mode is not built"),
-    "--elastic-timeout": (1, "horovodrun's elastic mode is not built"),
-    "--reset-limit": (1, "horovodrun's elastic mode is not built"),
-    "--blacklist-cooldown-range": (2, "horovodrun's elastic mode is not built"),
-    "--host-discovery-script": (1, "horovodrun's elastic mode is not built"),
 }
 
 
@@ -407,6 +412,30 @@ def make_parser():
                         default=None)
     parser.add_argument("--autotune-gaussian-process-noise", type=float,
                         default=None)
+    elastic = parser.add_argument_group(
+        "elastic mode", "keep training while hosts come and go (any of "
+        "--host-discovery-script, --min-np, --max-np turns it on)")
+    elastic.add_argument("--min-np", type=int, default=None,
+                         help="fewest workers training goes on with "
+                              "(default -np)")
+    elastic.add_argument("--max-np", type=int, default=None,
+                         help="most workers to start (default: every slot)")
+    elastic.add_argument("--slots-per-host", "--slots", dest="slots_per_host",
+                         type=int, default=None,
+                         help="slots of a discovered host that names none")
+    elastic.add_argument("--host-discovery-script", default=None,
+                         help="executable printing the usable hosts as "
+                              "host:slots lines; run every second")
+    elastic.add_argument("--elastic-timeout", type=float, default=None,
+                         help="seconds a round may take to form (default "
+                              "600, or HOROVOD_ELASTIC_TIMEOUT)")
+    elastic.add_argument("--reset-limit", type=int, default=None,
+                         help="most times the job may re-form")
+    elastic.add_argument("--blacklist-cooldown-range", type=float, nargs=2,
+                         metavar=("MIN", "MAX"), default=None,
+                         help="a failed host comes back after MIN seconds, "
+                              "doubling with each failure up to MAX "
+                              "(default: never)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     return parser
 
@@ -509,6 +538,146 @@ def _run_through_mpirun(args, env, hosts, iface):
     return code
 
 
+def _is_elastic(args):
+    return (args.host_discovery_script is not None or args.min_np is not None
+            or args.max_np is not None)
+
+
+def _elastic_sizes(args):
+    """(np, min_np, max_np), or raises _UsageError."""
+    np = args.np if args.np is not None else args.min_np
+    if np is None:
+        raise _UsageError("elastic mode needs -np or --min-np")
+    min_np = args.min_np if args.min_np is not None else np
+    max_np = args.max_np
+    if min_np < 1:
+        raise _UsageError("--min-np must be at least 1, not %d" % min_np)
+    if np < min_np:
+        raise _UsageError("-np %d is below --min-np %d" % (np, min_np))
+    if max_np is not None and max_np < np:
+        raise _UsageError("--max-np %d is below -np %d" % (max_np, np))
+    if args.reset_limit is not None and args.reset_limit < 0:
+        raise _UsageError("--reset-limit must be 0 or more")
+    if args.slots_per_host is not None and args.slots_per_host < 1:
+        raise _UsageError("--slots-per-host must be at least 1")
+    cooldown = args.blacklist_cooldown_range
+    if cooldown is not None and not 0 <= cooldown[0] <= cooldown[1]:
+        raise _UsageError("--blacklist-cooldown-range needs 0 <= MIN <= MAX, "
+                          "not %g %g" % tuple(cooldown))
+    if args.host_discovery_script is not None and args.hosts:
+        raise _UsageError("give -H/-hostfile or --host-discovery-script, "
+                          "not both")
+    if args.mpi:
+        raise _UsageError("elastic mode starts its workers itself; it cannot "
+                          "run through --mpi")
+    return np, min_np, max_np
+
+
+def _run_elastic(args):
+    """horovodrun's elastic mode (horovod.runner.elastic_driver)."""
+    from horovod.runner import discovery, elastic_driver, probe as probe_mod
+
+    def log(line):
+        sys.stderr.write("horovodrun: %s\n" % line)
+        sys.stderr.flush()
+
+    try:
+        np, min_np, max_np = _elastic_sizes(args)
+    except _UsageError as e:
+        log(e)
+        return 2
+    if not args.command:
+        log("no command to run")
+        return 2
+    if args.host_discovery_script is not None:
+        source = discovery.ScriptDiscovery(args.host_discovery_script,
+                                           args.slots_per_host)
+    else:
+        source = discovery.FixedHosts(dict(_parse_hosts(args.hosts, np)))
+    try:
+        first = source.find()
+    except discovery.DiscoveryError as e:
+        log(e)
+        return 1
+    env = dict(os.environ)
+    env.update(knob_env(args))
+    secret = secrets.token_hex(32)
+    env["HOROVOD_SECRET_KEY"] = secret
+    env["PYTHONUNBUFFERED"] = "1"
+    timeout_s = (args.start_timeout if args.start_timeout is not None else
+                 float(os.environ.get("HOROVOD_START_TIMEOUT", 30)))
+    elastic_timeout = (args.elastic_timeout if args.elastic_timeout is not None
+                       else float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT",
+                                                 600)))
+    ssh = SshSettings(args.ssh_port, args.ssh_identity_file, timeout_s)
+    networked = not all(is_local(h) for h in first)
+    addrs, iface = {}, None
+    driver_addrs, bind = ["127.0.0.1"], "127.0.0.1"
+    if networked:
+        forced = [i.strip() for i in (args.network_interfaces or "").split(",")
+                  if i.strip()]
+        try:
+            addrs, iface, _ = find_addresses(list(first), ssh, secret, forced,
+                                             timeout_s,
+                                             preexec_fn=die_with_parent)
+        except LaunchError as e:
+            log(e)
+            return 1
+        mine = [addrs[h] for h in first if is_local(h)]
+        # Workers find the driver on this host's address on the job's
+        # network when this host is one of the job's, else on any of its
+        # addresses (each connection proves the secret first).
+        driver_addrs = mine or [a for a in probe_mod.interfaces().values()
+                                if not a.startswith("127.")]
+        bind = mine[0] if mine else "0.0.0.0"
+
+    def probe(host):
+        if not networked:
+            return None
+        found, _, _ = find_addresses([host], ssh, secret, [iface], timeout_s,
+                                     preexec_fn=die_with_parent)
+        return found[host]
+
+    output = Output(args.output_filename, 1, args.prefix_output_with_timestamp)
+    pumps = []
+
+    def start_worker(wid, host, slot, extra):
+        worker = dict(elastic_driver.worker_env(env))
+        worker.update(extra)
+        if args.verbose:
+            log("starting worker %s:%d: %s" % (host, slot,
+                                               " ".join(args.command)))
+        r = _Rank("%s:%d" % (host, slot), host, worker, args.command, ssh)
+        r.start()
+        pumps.extend(start_pumps(r, output))
+        return r
+
+    cooldown = args.blacklist_cooldown_range
+    driver = elastic_driver.ElasticDriver(
+        source, discovery.HostManager(tuple(cooldown) if cooldown else None),
+        np, min_np, max_np, elastic_timeout, args.reset_limit, secret,
+        driver_addrs, bind, start_worker, probe, log, networked, addrs,
+        verbose=args.verbose)
+    interrupts = []
+
+    def on_sigint(_signum, _frame):
+        interrupts.append(time.monotonic())
+        if len(interrupts) == 1:
+            driver.signal_all(signal.SIGINT)
+
+    try:
+        signal.signal(signal.SIGINT, on_sigint)
+        signal.signal(signal.SIGTERM, lambda s, f: on_sigint(s, f))
+    except ValueError:
+        pass
+    code = driver.run(interrupts)
+    for t in list(pumps):
+        t.join(timeout=2)
+    if interrupts:
+        log("interrupted; every worker stopped")
+    return code
+
+
 def _given(parser, argv):
     """The destinations of the flags on the command line (before the
     command), for --config-file not to override them."""
@@ -572,6 +741,8 @@ def main(argv=None, before_start=None):
     if not args.command:
         sys.stderr.write("horovodrun: no command to run\n")
         return 2
+    if _is_elastic(args):
+        return _run_elastic(args)
     if args.np is None or args.np < 1:
         sys.stderr.write("horovodrun: -np must be a positive number of ranks\n")
         return 2

@@ -104,9 +104,13 @@ class Output:
     def _file(self, rank, kind):
         if self._folder is None:
             return None
-        folder = os.path.join(self._folder, "rank.%0*d" % (self._width, rank))
+        # An elastic worker has no fixed rank: its folder is its slot's.
+        name = ("rank.%0*d" % (self._width, rank) if isinstance(rank, int)
+                else "worker.%s" % rank)
+        folder = os.path.join(self._folder, name)
         os.makedirs(folder, exist_ok=True)
-        return open(os.path.join(folder, kind), "wb")
+        return open(os.path.join(folder, kind),
+                    "wb" if isinstance(rank, int) else "ab")
 
     def _prefix(self, base):
         if not self._timestamps:
@@ -114,8 +118,9 @@ class Output:
         return time.strftime("%a %b %d %H:%M:%S %Y").encode() + base
 
     def pump(self, stream, rank, kind, sink):
-        """Forwards one rank's stream until it closes."""
-        base = ("[%d]<%s>:" % (rank, kind)).encode()
+        """Forwards one rank's stream until it closes. `rank`: the rank,
+        or an elastic worker's host:slot."""
+        base = ("[%s]<%s>:" % (rank, kind)).encode()
         records = _Records()
         fd = stream.fileno()
         tty = isatty(sink)

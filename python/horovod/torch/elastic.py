@@ -27,8 +27,8 @@ class ElasticSampler(torch.utils.data.Sampler):
     over whoever is there, each sample once.
 
     `set_epoch(epoch)` starts an epoch (and its shuffle, seeded by `seed`
-    plus the epoch); `record_batch(batch_idx, batch_size)` or
-    `record_indices(indices)` marks samples done; `state_dict()` /
+    plus the epoch); `record_batch(batch_idx, batch_size)` marks a batch
+    done on every worker, `record_indices(indices)` these samples; `state_dict()` /
     `load_state_dict()` carry the epoch and the processed samples (TorchState
     commits them). Indices are padded, as DistributedSampler does, so every
     worker gets as many."""
@@ -45,6 +45,7 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.num_samples = 0
         self.total_size = 0
         self.indices = []
+        self._padded = []
         self.reset()
 
     def set_epoch(self, epoch):
@@ -53,7 +54,14 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.reset()
 
     def record_batch(self, batch_idx, batch_size):
-        self.record_indices(self.get_indices(batch_idx, batch_size))
+        """Marks batch `batch_idx` of this pass done on every worker, not
+        only this one: data-parallel workers step together, so each knows
+        what the others processed, and a worker that dies takes no
+        progress with it."""
+        start = batch_idx * batch_size
+        for r in range(self.num_replicas):
+            mine = self._padded[r:self.total_size:self.num_replicas]
+            self.record_indices(mine[start:start + batch_size])
 
     def record_indices(self, indices):
         self.processed_indices.update(int(i) for i in indices)
@@ -86,6 +94,7 @@ class ElasticSampler(torch.utils.data.Sampler):
         padded = list(self.remaining_indices)
         while padded and len(padded) < self.total_size:
             padded += padded[:self.total_size - len(padded)]
+        self._padded = padded
         self.indices = padded[self.rank:self.total_size:self.num_replicas]
 
     def __iter__(self):
@@ -206,3 +215,12 @@ class TorchState(ObjectState):
             handler.sync()
             handler.save()
         super().sync()
+
+    def on_reset(self):
+        # The job may have another size now: samplers split what is left
+        # of the epoch over it, also when the state is not synced (hosts
+        # were only removed).
+        for handler in self._handlers.values():
+            if isinstance(handler, _SamplerHandler):
+                handler.value.reset()
+        super().on_reset()
