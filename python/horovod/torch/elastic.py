@@ -125,6 +125,13 @@ class _ModelHandler(_StateDictHandler):
 
 
 class _OptimizerHandler(_StateDictHandler):
+    def restore(self):
+        # A failed step leaves gradients in flight on the old engine.
+        drop = getattr(self.value, "drop_pending", None)
+        if drop is not None:
+            drop()
+        super().restore()
+
     def sync(self):
         broadcast_optimizer_state(self.value, root_rank=0)
 

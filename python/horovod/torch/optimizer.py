@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
+from horovod.common.exceptions import HorovodInternalError
 from horovod.common.grouping import check_adasum_set
 from horovod.common.process_sets import global_process_set
 from horovod.torch.compression import Compression
@@ -76,9 +77,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_ready = {}
         self._requires_update = set()
         # A rank outside the process set trains locally: its step() neither
-        # sends nor waits for anything.
+        # sends nor waits for anything. Alone in its job it has no one to
+        # send to, unless the job is elastic and others may join.
+        from horovod.common.ops import process_collectives
         if self._process_set.included() and (
-                size() > 1 or self._process_set is not global_process_set):
+                size() > 1 or self._process_set is not global_process_set or
+                process_collectives().basics.is_elastic()):
             self._register_hooks()
 
     @staticmethod
@@ -182,11 +186,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if p in self._group_of:
                 continue
             self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, ctx) in list(self._handles.items()):
-            if callable(handle):  # sparse
-                p.grad = handle()
-            elif handle is not None:
-                synchronize(handle)
+        try:
+            for p, (handle, ctx) in list(self._handles.items()):
+                if callable(handle):  # sparse
+                    p.grad = handle()
+                elif handle is not None:
+                    synchronize(handle)
+        except HorovodInternalError:
+            self.drop_pending()
+            raise
         for p, (handle, ctx) in self._handles.items():
             if ctx is None:
                 continue
@@ -198,6 +206,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         self._group_ready.clear()
         self._synchronized = True
+
+    def drop_pending(self):
+        """Forgets the gradients in flight, as after a collective failed:
+        an elastic job re-forms and redoes the step from its last commit
+        (TorchState.restore calls this)."""
+        self._handles.clear()
+        self._group_ready.clear()
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        self._synchronized = False
 
     @contextmanager
     def skip_synchronize(self):

@@ -1,0 +1,91 @@
+"""A horovodrun elastic job under test: its output collected line by line
+as it arrives, and the records of workers/elastic_train.py (START, READY,
+STEP, RESET, FINAL) parsed from it."""
+
+import re
+import subprocess
+import threading
+import time
+
+_RECORD = re.compile(r"^\[([^\]]+)\]<stdout>:(START|READY|STEP|RESET|FINAL) (.*)$")
+
+
+class ElasticJob:
+    def __init__(self, argv, **popen):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True,
+                                     **popen)
+        self.out, self.err = [], []
+        self._threads = [threading.Thread(target=self._pump, args=(s, l),
+                                          daemon=True)
+                         for s, l in ((self.proc.stdout, self.out),
+                                      (self.proc.stderr, self.err))]
+        for t in self._threads:
+            t.start()
+
+    @staticmethod
+    def _pump(stream, lines):
+        for line in iter(stream.readline, ""):
+            lines.append(line.rstrip("\n"))
+
+    def records(self, kind):
+        """[{worker, field: value, ...}] of one record kind, in order."""
+        found = []
+        for line in list(self.out):
+            m = _RECORD.match(line)
+            if m and m.group(2) == kind:
+                rec = {"worker": m.group(1)}
+                for item in re.findall(r"(\w+)=(\[[^\]]*\]|\S+)", m.group(3)):
+                    key, value = item
+                    try:
+                        rec[key] = float(value) if "." in value else int(value)
+                    except ValueError:
+                        rec[key] = value
+                found.append(rec)
+        return found
+
+    def wait_record(self, kind, where=lambda r: True, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for rec in self.records(kind):
+                if where(rec):
+                    return rec
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError("no %s record as wanted within %ss; stderr: %s"
+                             % (kind, timeout, "\n".join(self.err[-20:])))
+
+    def wait_err(self, text, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in l for l in self.err):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError("%r not in stderr within %ss: %s"
+                             % (text, timeout, "\n".join(self.err[-20:])))
+
+    def finish(self, timeout):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("the job did not end within %ss; stderr: %s"
+                                 % (timeout, "\n".join(self.err[-30:])))
+        for t in self._threads:
+            t.join(timeout=5)
+        return self.proc.returncode
+
+    def stderr(self):
+        return "\n".join(self.err)
+
+    def check_trained_exactly(self, size):
+        """Every worker of the last round printed weights equal to what
+        the epochs imply, at the size wanted."""
+        finals = self.records("FINAL")
+        assert len(finals) == size, (finals, self.stderr()[-3000:])
+        assert all(f["ok"] == 1 and f["size"] == size for f in finals), finals
+        return finals
