@@ -46,11 +46,12 @@ class ElasticJob:
 
     def wait_record(self, kind, where=lambda r: True, timeout=60):
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
+            ended = self.proc.poll() is not None
             for rec in self.records(kind):
                 if where(rec):
                     return rec
-            if self.proc.poll() is not None:
+            if ended or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
         raise AssertionError("no %s record as wanted within %ss; stderr: %s"

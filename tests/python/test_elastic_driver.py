@@ -125,8 +125,7 @@ class Job:
         self.driver = ElasticDriver(
             discovery or FixedHosts(hosts), HostManager(cooldown), np,
             min_np or np, max_np, timeout_s, reset_limit, SECRET,
-            ["127.0.0.1"], "127.0.0.1", self._start, None, self.log.append,
-            False)
+            ["127.0.0.1"], "127.0.0.1", self._start, None, self.log.append)
         self.interrupts = []
         self.code = None
         self.thread = threading.Thread(target=self._run, daemon=True)

@@ -143,15 +143,14 @@ class _Worker:
 
 class ElasticDriver:
     """`start_worker(wid, host, slot, env)` starts one worker process (a
-    launch._Rank); `probe(host)` returns the host's address for the job's
-    interface or raises LaunchError; `addrs` holds those known already.
-    `networked`: the job spans hosts (else every worker is on this one and
-    talks over loopback). `log` writes one line for the user."""
+    launch._Rank); `probe(host)` returns the address a host's workers
+    listen on (None: loopback) or raises LaunchError when the host cannot
+    take part; `addrs` holds those known already (None for `probe`: every
+    host's is None). `log` writes one line for the user."""
 
     def __init__(self, discovery, hosts, np, min_np, max_np, timeout_s,
                  reset_limit, secret, driver_addrs, bind_addr, start_worker,
-                 probe, log, networked, addrs=None, verbose=False,
-                 clock=time.monotonic):
+                 probe, log, addrs=None, verbose=False, clock=time.monotonic):
         self._discovery = discovery
         self.hosts = hosts
         self._np, self._min_np, self._max_np = np, min_np, max_np
@@ -161,7 +160,6 @@ class ElasticDriver:
         self._start_worker = start_worker
         self._probe = probe
         self._log = log
-        self._networked = networked
         self._verbose = verbose
         self._clock = clock
         self._lock = threading.Condition()
@@ -237,8 +235,7 @@ class ElasticDriver:
         new ones off it."""
         live = [w for w in self._workers.values()
                 if w.code is None and not w.leaving and
-                w.slot < self.hosts.slots(w.host) and
-                (not self._networked or w.host in self._addrs)]
+                w.slot < self.hosts.slots(w.host)]
         live.sort(key=lambda w: (w.last_rank is None,
                                  w.last_rank if w.last_rank is not None else 0,
                                  self.hosts.order(w.host), w.slot))
@@ -265,7 +262,7 @@ class ElasticDriver:
         plan = plan_round([(w.id, w.host, w.slot, w.last_rank)
                            for w in members], self.hosts.order)
         root = plan[0]
-        controller = self._addrs.get(root["host"], "127.0.0.1")
+        controller = self._addrs.get(root["host"]) or "127.0.0.1"
         port = self._joins[root["worker"]].port
         self._round += 1
         for p in plan:
@@ -350,11 +347,8 @@ class ElasticDriver:
             if self._finished:
                 self._late_failures.append(w)
                 continue
-            cooldown = self.hosts.blacklist(w.host)
-            self._log("worker %s exited with code %d; host %s is blacklisted %s"
-                      % (w.label, code, w.host,
-                         "for the rest of the job" if cooldown is None
-                         else "for %gs" % cooldown))
+            self._blacklist(w.host, "worker %s exited with code %d"
+                            % (w.label, code))
             if self._waiting_since is None:
                 self._waiting_since = self._clock()
 
@@ -364,7 +358,7 @@ class ElasticDriver:
         held = {(w.host, w.slot) for w in self._running()}
         count = len([w for w in self._running() if not w.leaving])
         for host, slots in self.hosts.usable():
-            if self._networked and host not in self._addrs:
+            if host not in self._addrs:
                 self._start_probe(host)
                 continue
             for slot in range(slots):
@@ -378,13 +372,22 @@ class ElasticDriver:
                        "HOROVOD_ELASTIC_WORKER": wid,
                        "HOROVOD_ELASTIC_TIMEOUT": str(self._timeout_s),
                        "HOROVOD_HOSTNAME": host}
-                if host in self._addrs:
+                if self._addrs[host] is not None:
                     env["HOROVOD_BIND_ADDR"] = self._addrs[host]
                 self._workers[wid] = _Worker(
                     wid, host, slot, self._start_worker(wid, host, slot, env))
                 count += 1
 
+    def _blacklist(self, host, why):
+        cooldown = self.hosts.blacklist(host)
+        self._log("%s; host %s is blacklisted %s" % (
+            why, host, "for the rest of the job" if cooldown is None
+            else "for %gs" % cooldown))
+
     def _start_probe(self, host):
+        if self._probe is None:
+            self._addrs[host] = None
+            return
         if host in self._probing:
             return
         self._probing.add(host)
@@ -395,10 +398,7 @@ class ElasticDriver:
             except Exception as e:  # noqa: BLE001 - reported, host left out
                 with self._lock:
                     self._probing.discard(host)
-                    cooldown = self.hosts.blacklist(host)
-                    self._log("cannot use host %s (%s); blacklisted %s"
-                              % (host, e, "for the rest of the job"
-                                 if cooldown is None else "for %gs" % cooldown))
+                    self._blacklist(host, "cannot use host %s (%s)" % (host, e))
                 return
             with self._lock:
                 self._probing.discard(host)

@@ -613,16 +613,21 @@ def _run_elastic(args):
     networked = not all(is_local(h) for h in first)
     addrs, iface = {}, None
     driver_addrs, bind = ["127.0.0.1"], "127.0.0.1"
-    if networked:
-        forced = [i.strip() for i in (args.network_interfaces or "").split(",")
-                  if i.strip()]
+    forced = [i.strip() for i in (args.network_interfaces or "").split(",")
+              if i.strip()]
+    if networked or (source.may_add and first):
         try:
             addrs, iface, _ = find_addresses(list(first), ssh, secret, forced,
                                              timeout_s,
                                              preexec_fn=die_with_parent)
+            networked = True
         except LaunchError as e:
-            log(e)
-            return 1
+            if networked:
+                log(e)
+                return 1
+            # This host alone, with no network to offer hosts that appear
+            # later: its workers talk over loopback.
+    if networked:
         mine = [addrs[h] for h in first if is_local(h)]
         # Workers find the driver on this host's address on the job's
         # network when this host is one of the job's, else on any of its
@@ -633,7 +638,13 @@ def _run_elastic(args):
 
     def probe(host):
         if not networked:
-            return None
+            if is_local(host):
+                return None
+            raise LaunchError("this job's workers listen on loopback only: "
+                              "it started on this host, which has no network "
+                              "interface to offer other hosts")
+        if host in addrs:
+            return addrs[host]
         found, _, _ = find_addresses([host], ssh, secret, [iface], timeout_s,
                                      preexec_fn=die_with_parent)
         return found[host]
@@ -656,7 +667,7 @@ def _run_elastic(args):
     driver = elastic_driver.ElasticDriver(
         source, discovery.HostManager(tuple(cooldown) if cooldown else None),
         np, min_np, max_np, elastic_timeout, args.reset_limit, secret,
-        driver_addrs, bind, start_worker, probe, log, networked, addrs,
+        driver_addrs, bind, start_worker, probe, log, addrs,
         verbose=args.verbose)
     interrupts = []
 
