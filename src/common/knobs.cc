@@ -186,6 +186,8 @@ std::vector<KnobSpec> MakeTable() {
            true, "", "longest a peer may stay silent"),
       Other("HOROVOD_START_TIMEOUT", kDouble, "30", "--start-timeout",
             "seconds the ranks have to find each other at init", false),
+      Other("HOROVOD_ELASTIC_TIMEOUT", kDouble, "600", "--elastic-timeout",
+            "seconds a round of an elastic job may take to form", false),
       Other("HOROVOD_LOG_LEVEL", kString, "warning", "--log-level",
             "trace, debug, info, warning or error", false),
       Other("HOROVOD_LOG_HIDE_TIME", kBool, "0",
@@ -205,6 +207,9 @@ std::vector<KnobSpec> MakeTable() {
       Job("HOROVOD_RUN_ADDR", kString,
           "where horovod.run's launcher serves the function"),
       Job("HOROVOD_RUN_PORT", kInt, "the port it serves it on"),
+      Job("HOROVOD_ELASTIC_DRIVER", kString,
+          "where horovodrun's elastic driver forms the rounds"),
+      Job("HOROVOD_ELASTIC_WORKER", kString, "this elastic worker's id"),
   };
 }
 

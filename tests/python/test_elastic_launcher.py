@@ -91,6 +91,28 @@ def test_a_discovered_host_joins_at_the_next_commit_and_gets_the_state(
 
 
 @pytest.mark.timeout(120)
+def test_a_slot_gone_from_discovery_makes_its_worker_leave_cleanly(tmp_path):
+    listing = tmp_path / "hosts"
+    listing.write_text("localhost:2\n")
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\ncat %s\n" % listing)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    job = elastic("-np", 2, "--min-np", 1, "--host-discovery-script", script,
+                  epochs=4, sleep=0.1)
+    job.wait_record("STEP", lambda r: r["epoch"] == 1)
+    at = time.time()
+    listing.write_text("localhost:1\n")
+    shrunk = resumed_after(job, at, 1)
+    assert job.finish(90) == 0, job.stderr()[-3000:]
+    job.check_trained_exactly(1)
+    assert "horovod: this worker leaves the job: slot localhost:1 is no " \
+        "longer part of the job" in job.stderr()
+    assert "exited with code" not in job.stderr()
+    print("slot withdrawn to training resumed without it: %.3fs"
+          % (shrunk["t"] - at))
+
+
+@pytest.mark.timeout(120)
 def test_reaching_the_reset_limit_fails_the_job_saying_so():
     job = elastic("-np", 3, "--min-np", 2, "-H", "localhost:3",
                   "--reset-limit", 0)

@@ -48,7 +48,7 @@ def test_every_knob_is_documented_with_its_default():
 
 def flag_env(action, option):
     """The HOROVOD_* variables horovodrun sets when given `option`."""
-    value = [] if action.nargs == 0 else ["3"]
+    value = ["3"] * (action.nargs if isinstance(action.nargs, int) else 1)
     return launch.knob_env(launch.parse_args([option] + value + ["true"]))
 
 

@@ -478,6 +478,8 @@ def knob_env(args):
         env["HOROVOD_HIERARCHICAL_ALLGATHER"] = args.hierarchical_gather
     if args.data_mac:
         env["HOROVOD_DATA_MAC"] = "1"
+    if getattr(args, "elastic_timeout", None) is not None:
+        env["HOROVOD_ELASTIC_TIMEOUT"] = str(args.elastic_timeout)
     if args.log_level is not None:
         env["HOROVOD_LOG_LEVEL"] = args.log_level
     if args.log_hide_timestamp:
