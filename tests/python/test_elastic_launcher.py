@@ -161,3 +161,20 @@ def test_a_failing_discovery_script_is_named(tmp_path):
     assert out.stderr.strip().splitlines() == [
         "horovodrun: host discovery script %s exited with code 4: no "
         "inventory today" % script], out.stderr
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+def test_a_keras_job_survives_a_killed_worker(backend):
+    pytest.importorskip("keras")
+    pytest.importorskip(backend)
+    job = ElasticJob(RUNNER + ["-np", "3", "--min-np", "2", "-H",
+                               "localhost:3", sys.executable,
+                               worker("keras_elastic_train.py"), "6",
+                               "--sleep", "0.05"],
+                     env=dict(os.environ, KERAS_BACKEND=backend))
+    at = kill_rank(job, 2)
+    resumed_after(job, at, 2)
+    assert job.finish(180) == 0, job.stderr()[-3000:]
+    finals = job.records("FINAL")
+    assert len(finals) == 2 and all(f["ok"] == 1 for f in finals), finals

@@ -12,6 +12,7 @@ the loop syncs and calls the function again; when the hosts changed
 
 import abc
 import copy
+import sys
 
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
@@ -100,6 +101,19 @@ class ObjectState(State):
             self.restore()
 
 
+def _failed_collective(error):
+    """Whether `error` is a collective that failed in the engine: a
+    HorovodInternalError, or the error TensorFlow raises when one of our
+    kernels fails inside a graph (a compiled Keras train step)."""
+    if isinstance(error, HorovodInternalError):
+        return True
+    tf = sys.modules.get("tensorflow")
+    errors = getattr(tf, "errors", None)
+    return (errors is not None and isinstance(error, errors.OpError) and
+            not isinstance(error, errors.InvalidArgumentError) and
+            "HorovodCollective" in str(error))
+
+
 def run_fn(func, reset):
     """The retry loop behind `hvd.elastic.run`: returns a function
     `wrapper(state, *args, **kwargs)` that syncs the state and calls
@@ -117,11 +131,13 @@ def run_fn(func, reset):
                 if not skip_sync:
                     state.sync()
                 return func(state, *args, **kwargs)
-            except HorovodInternalError:
-                state.restore()
-                skip_sync = False
             except HostsUpdatedInterrupt as e:
                 skip_sync = e.skip_sync
+            except Exception as e:  # noqa: BLE001 - re-raised unless ours
+                if not _failed_collective(e):
+                    raise
+                state.restore()
+                skip_sync = False
             reset()
             state.on_reset()
 
