@@ -2,7 +2,9 @@
 as it arrives, and the records of workers/elastic_train.py (START, READY,
 STEP, RESET, FINAL) parsed from it."""
 
+import os
 import re
+import stat
 import subprocess
 import threading
 import time
@@ -90,3 +92,20 @@ class ElasticJob:
         assert len(finals) == size, (finals, self.stderr()[-3000:])
         assert all(f["ok"] == 1 and f["size"] == size for f in finals), finals
         return finals
+
+
+def discovery(tmp_path, lines):
+    """A discovery script printing the listing file, and a function that
+    rewrites the listing."""
+    listing = tmp_path / "hosts"
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\ncat %s\n" % listing)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+    def write(lines):
+        tmp = tmp_path / "hosts.tmp"
+        tmp.write_text("".join(l + "\n" for l in lines))
+        os.replace(tmp, listing)
+
+    write(lines)
+    return script, write

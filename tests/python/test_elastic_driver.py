@@ -150,6 +150,19 @@ class Job:
         return DriverClient(w.env["HOROVOD_ELASTIC_DRIVER"],
                             w.env["HOROVOD_ELASTIC_WORKER"], SECRET, 5.0)
 
+    def wait_changed(self, w, round_no, timeout=5):
+        """Rank 0's question at a commit, asked until the answer is that the
+        hosts changed; returns that answer."""
+        c = self.client(w)
+        c.round = round_no
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = c.host_updates()
+            if answer["changed"]:
+                return answer
+            assert time.monotonic() < deadline, self.log
+            time.sleep(0.05)
+
     def join_all(self, workers):
         """Joins with each worker at once; returns their replies (or the
         exception each raised)."""
@@ -238,13 +251,8 @@ def test_a_blacklisted_host_gets_a_new_worker_after_its_cooldown():
     waiting = []
     t = threading.Thread(target=lambda: waiting.extend(job.join_all([new])))
     t.start()
-    c = job.client(workers[0])
-    c.round = 2
-    deadline = time.monotonic() + 5
-    while not c.host_updates()["changed"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert c.host_updates() == {"changed": True, "skip_sync": False}
+    assert job.wait_changed(workers[0], 2) == {"changed": True,
+                                               "skip_sync": False}
     veteran = job.join_all(workers[:1])[0]
     t.join(10)
     assert veteran["rank"] == 0 and waiting[0]["rank"] == 1
@@ -289,13 +297,8 @@ def test_a_host_gone_from_discovery_tells_its_workers_to_leave(tmp_path):
     workers = job.wait_started(2)
     job.join_all(workers)
     listing["localhost"] = 1  # slot 1 is no longer offered
-    c = job.client(workers[0])
-    c.round = 1
-    deadline = time.monotonic() + 5
-    while not c.host_updates()["changed"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert c.host_updates() == {"changed": True, "skip_sync": True}
+    assert job.wait_changed(workers[0], 1) == {"changed": True,
+                                               "skip_sync": True}
     stay, leave = job.join_all(workers)
     assert stay["size"] == 1
     assert isinstance(leave, SystemExit) and leave.code == 0

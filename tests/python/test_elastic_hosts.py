@@ -6,13 +6,12 @@ recovery times docs/elastic.md quotes."""
 
 import os
 import signal
-import stat
 import time
 
 import pytest
 
 from conftest import worker
-from elastic_job import ElasticJob
+from elastic_job import ElasticJob, discovery
 from test_multihost import PY, ROOT, hosts, on_host  # noqa: F401 - fixture
 
 import testhosts
@@ -28,23 +27,6 @@ def elastic_on_h1(*flags, command=None):
 
 def train(epochs, sleep):
     return [PY, worker("elastic_train.py"), str(epochs), "--sleep", str(sleep)]
-
-
-def discovery(tmp_path, lines):
-    """A discovery script printing the listing file, and a function that
-    rewrites the listing."""
-    listing = tmp_path / "hosts"
-    script = tmp_path / "discover.sh"
-    script.write_text("#!/bin/sh\ncat %s\n" % listing)
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-
-    def write(lines):
-        tmp = tmp_path / "hosts.tmp"
-        tmp.write_text("".join(l + "\n" for l in lines))
-        os.replace(tmp, listing)
-
-    write(lines)
-    return script, write
 
 
 def host_of(job, pid):

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import worker
-from elastic_job import ElasticJob
+from elastic_job import ElasticJob, discovery
 
 RUNNER = [sys.executable, "-m", "horovod.runner"]
 TRAIN = [sys.executable, worker("elastic_train.py")]
@@ -71,16 +71,12 @@ def test_a_blacklisted_host_is_readmitted_after_its_cooldown():
 @pytest.mark.timeout(120)
 def test_a_discovered_host_joins_at_the_next_commit_and_gets_the_state(
         tmp_path):
-    listing = tmp_path / "hosts"
-    listing.write_text("localhost:1\n")
-    script = tmp_path / "discover.sh"
-    script.write_text("#!/bin/sh\ncat %s\n" % listing)
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    script, write = discovery(tmp_path, ["localhost:1"])
     job = elastic("-np", 1, "--max-np", 2, "--host-discovery-script", script,
                   epochs=4, sleep=0.1)
     job.wait_record("STEP", lambda r: r["epoch"] == 1)
     at = time.time()
-    listing.write_text("localhost:2\n")
+    write(["localhost:2"])
     grown = resumed_after(job, at, 2)
     assert job.finish(90) == 0, job.stderr()[-3000:]
     job.check_trained_exactly(2)
@@ -92,16 +88,12 @@ def test_a_discovered_host_joins_at_the_next_commit_and_gets_the_state(
 
 @pytest.mark.timeout(120)
 def test_a_slot_gone_from_discovery_makes_its_worker_leave_cleanly(tmp_path):
-    listing = tmp_path / "hosts"
-    listing.write_text("localhost:2\n")
-    script = tmp_path / "discover.sh"
-    script.write_text("#!/bin/sh\ncat %s\n" % listing)
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    script, write = discovery(tmp_path, ["localhost:2"])
     job = elastic("-np", 2, "--min-np", 1, "--host-discovery-script", script,
                   epochs=4, sleep=0.1)
     job.wait_record("STEP", lambda r: r["epoch"] == 1)
     at = time.time()
-    listing.write_text("localhost:1\n")
+    write(["localhost:1"])
     shrunk = resumed_after(job, at, 1)
     assert job.finish(90) == 0, job.stderr()[-3000:]
     job.check_trained_exactly(1)

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import os
 import struct
+import threading
 
 NONCE_BYTES = 32
 MAC_BYTES = 32
@@ -60,6 +61,21 @@ def client_handshake(sock, secret):
                                _mac(secret, _SERVER, mine)):
         raise AuthError("listener does not know the job's secret")
     return Channel(sock, secret, theirs + mine, is_server=False)
+
+
+def serve_connections(listener, handle):
+    """Accepts on `listener` until it is closed, calling `handle(conn)` on a
+    thread of its own for each connection (which must handshake first)."""
+
+    def accept():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
 
 
 class Channel:

@@ -98,17 +98,7 @@ class RoundService:
         self._handle = handle
         self._sock = socket.create_server((bind_addr, 0), backlog=128)
         self.port = self._sock.getsockname()[1]
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,),
-                             daemon=True).start()
+        auth.serve_connections(self._sock, self._serve)
 
     def _serve(self, conn):
         with conn:

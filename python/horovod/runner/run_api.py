@@ -34,17 +34,8 @@ class _Server:
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.bind((bind_addr, 0))
         self.listener.listen(256)
-        threading.Thread(target=self._accept, daemon=True).start()
+        auth.serve_connections(self.listener, self._serve)
         return self.listener.getsockname()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,),
-                             daemon=True).start()
 
     def _serve(self, conn):
         with conn:
