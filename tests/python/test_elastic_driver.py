@@ -190,12 +190,14 @@ class Job:
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for var in ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
-                "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
-                "HOROVOD_CROSS_SIZE", "HOROVOD_CONTROLLER_ADDR",
-                "HOROVOD_CONTROLLER_PORT"):
-        monkeypatch.delenv(var, raising=False)
+def clean_env():
+    """A join sets this process's HOROVOD_RANK, SIZE, ... as it does a
+    worker's: put the environment back, or later tests' subprocesses would
+    take them for a launcher's."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def test_a_round_forms_when_every_worker_joined_and_the_job_ends():
@@ -316,5 +318,15 @@ def test_the_round_service_refuses_strangers():
     impostor.worker = "nobody:0#9"
     with pytest.raises(HorovodInternalError, match="is not one of this job's"):
         impostor.join("127.0.0.1")
+    assert job.join_all([w])[0]["size"] == 1
+    assert job.finish([w]) == 0
+
+
+def test_a_request_without_a_worker_id_is_refused():
+    job = Job({"localhost": 1}, np=1)
+    w = job.wait_started(1)[0]
+    client = job.client(w)
+    assert client._ask({"op": "join", "worker": ["x"], "port": 1}, 5) == \
+        {"error": "request without a worker id"}
     assert job.join_all([w])[0]["size"] == 1
     assert job.finish([w]) == 0

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import worker
+from conftest import process_alive, worker
 from elastic_job import ElasticJob, discovery
 
 RUNNER = [sys.executable, "-m", "horovod.runner"]
@@ -125,6 +125,19 @@ def test_too_few_slots_fail_after_the_elastic_timeout():
         "were available" in job.stderr(), job.stderr()[-3000:]
 
 
+@pytest.mark.timeout(120)
+def test_ctrl_c_stops_every_worker():
+    job = elastic("-np", 2, "--min-np", 1, "-H", "localhost:2", epochs=50,
+                  sleep=0.1)
+    job.wait_record("STEP", lambda r: r["size"] == 2)
+    pids = {r["pid"] for r in job.records("START")}
+    job.proc.send_signal(signal.SIGINT)
+    assert job.finish(60) == 130
+    assert "horovodrun: interrupted; every worker stopped" in job.stderr()
+    for pid in pids:
+        assert not process_alive(pid), pid
+
+
 @pytest.mark.parametrize("flags,message", [
     (["-np", "2", "--min-np", "3"], "-np 2 is below --min-np 3"),
     (["-np", "4", "--max-np", "3"], "--max-np 3 is below -np 4"),
@@ -156,7 +169,7 @@ def test_a_failing_discovery_script_is_named(tmp_path):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+@pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
 def test_a_keras_job_survives_a_killed_worker(backend):
     pytest.importorskip("keras")
     pytest.importorskip(backend)

@@ -12,6 +12,7 @@ the loop syncs and calls the function again; when the hosts changed
 
 import abc
 import copy
+import re
 import sys
 
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
@@ -101,17 +102,30 @@ class ObjectState(State):
             self.restore()
 
 
+# How XLA words a failure our collective handler reported: the status
+# code's name, then the engine's message ("allreduce 'x' failed: ...").
+_XLA_FAILURE = re.compile(r"^(ABORTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|"
+                          r"UNKNOWN): \w+ '[^']*' failed: ")
+
+
 def _failed_collective(error):
     """Whether `error` is a collective that failed in the engine: a
-    HorovodInternalError, or the error TensorFlow raises when one of our
-    kernels fails inside a graph (a compiled Keras train step)."""
+    HorovodInternalError, or what a framework raises when one of our kernels
+    fails inside compiled code: TensorFlow's OpError from a graph (a Keras
+    train step on the TensorFlow backend), JAX's runtime error from a jitted
+    function."""
     if isinstance(error, HorovodInternalError):
         return True
     tf = sys.modules.get("tensorflow")
     errors = getattr(tf, "errors", None)
-    return (errors is not None and isinstance(error, errors.OpError) and
+    if (errors is not None and isinstance(error, errors.OpError) and
             not isinstance(error, errors.InvalidArgumentError) and
-            "HorovodCollective" in str(error))
+            "HorovodCollective" in str(error)):
+        return True
+    jax = sys.modules.get("jax")
+    runtime = getattr(getattr(jax, "errors", None), "JaxRuntimeError", None)
+    return (runtime is not None and isinstance(error, runtime) and
+            _XLA_FAILURE.match(str(error)) is not None)
 
 
 def run_fn(func, reset):

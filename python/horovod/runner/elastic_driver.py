@@ -175,6 +175,8 @@ class ElasticDriver:
     def _handle(self, request):
         op = request.get("op")
         wid = request.get("worker")
+        if not isinstance(wid, str):
+            return {"error": "request without a worker id"}
         if op == "join":
             port = request.get("port")
             if not isinstance(port, int) or not 0 < port < 65536:

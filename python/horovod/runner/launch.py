@@ -673,14 +673,16 @@ def _run_elastic(args):
         verbose=args.verbose)
     interrupts = []
 
-    def on_sigint(_signum, _frame):
+    def on_signal(signum, _frame):
+        # Ctrl-C or SIGTERM reaches every worker as itself; the driver then
+        # stops them all, escalating to SIGKILL.
         interrupts.append(time.monotonic())
         if len(interrupts) == 1:
-            driver.signal_all(signal.SIGINT)
+            driver.signal_all(signum)
 
     try:
-        signal.signal(signal.SIGINT, on_sigint)
-        signal.signal(signal.SIGTERM, lambda s, f: on_sigint(s, f))
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
     except ValueError:
         pass
     code = driver.run(interrupts)
