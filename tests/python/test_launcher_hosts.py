@@ -192,6 +192,37 @@ except RuntimeError as e:
             "KeyError('no such thing')") in out.stdout, out
 
 
+def test_horovod_run_elastic_returns_the_last_rounds_values():
+    code = """
+import os
+import horovod
+
+def f():
+    import horovod.torch as hvd, torch
+    hvd.init()
+    state = hvd.elastic.TorchState(steps=0)
+
+    @hvd.elastic.run
+    def train(state):
+        while state.steps < 6:
+            hvd.allreduce(torch.ones(1), name="step")
+            if state.steps == 2 and ":2#" in os.environ["HOROVOD_ELASTIC_WORKER"]:
+                os._exit(3)  # slot 2's worker dies; the others go on
+            state.steps += 1
+            state.commit()
+        return (hvd.rank(), hvd.size(), state.steps)
+
+    return train(state)
+
+print(horovod.run(f, np=3, min_np=2, hosts="localhost:3"))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines()[-1] == "[(0, 2, 6), (1, 2, 6)]", out.stdout
+    assert "worker localhost:2 exited with code 3" in out.stderr
+
+
 def _listener():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))

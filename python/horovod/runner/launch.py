@@ -575,8 +575,9 @@ def _elastic_sizes(args):
     return np, min_np, max_np
 
 
-def _run_elastic(args):
-    """horovodrun's elastic mode (horovod.runner.elastic_driver)."""
+def _run_elastic(args, before_start=None):
+    """horovodrun's elastic mode (horovod.runner.elastic_driver).
+    `before_start` as for main."""
     from horovod.runner import discovery, elastic_driver, probe as probe_mod
 
     def log(line):
@@ -637,6 +638,8 @@ def _run_elastic(args):
         driver_addrs = mine or [a for a in probe_mod.interfaces().values()
                                 if not a.startswith("127.")]
         bind = mine[0] if mine else "0.0.0.0"
+    if before_start is not None:
+        env.update(before_start(addrs if networked else None, secret))
 
     def probe(host):
         if not networked:
@@ -757,7 +760,7 @@ def main(argv=None, before_start=None):
         sys.stderr.write("horovodrun: no command to run\n")
         return 2
     if _is_elastic(args):
-        return _run_elastic(args)
+        return _run_elastic(args, before_start)
     if args.np is None or args.np < 1:
         sys.stderr.write("horovodrun: -np must be a positive number of ranks\n")
         return 2

@@ -42,14 +42,16 @@ class _Server:
             try:
                 conn.settimeout(30)
                 channel = auth.serve_handshake(conn, self.secret)
-                rank = int(channel.recv(16).decode("ascii"))
+                # A rank, or an elastic worker's id (its rank is the one
+                # it ends at, sent with its result).
+                who = channel.recv(256).decode("ascii")
                 channel.send(self.payload)
                 conn.settimeout(None)  # the function may run for hours
                 result = channel.recv(MAX_PAYLOAD_BYTES)
             except (OSError, ConnectionError, ValueError):
                 return
             with self.lock:
-                self.results[rank] = result
+                self.results[who] = result
 
     def close(self):
         if self.listener is not None:
@@ -72,19 +74,29 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
         network_interface=None, executable=None):
     """Runs func(*args, **kwargs) on np ranks; returns the list of their
     return values, rank 0's first. Raises RuntimeError if the job fails,
-    naming the rank, with a rank's own exception as its cause."""
+    naming the rank, with a rank's own exception as its cause.
+
+    With min_np or max_np the job is elastic (horovodrun's elastic mode on
+    the hosts given; `slots`, `reset_limit` and `cooldown_range` as its
+    --slots-per-host, --reset-limit and --blacklist-cooldown-range): func
+    should train through hvd.elastic.run, and the values returned are
+    those of the workers of the last round, in its rank order."""
     import cloudpickle
 
     from horovod.runner import launch
 
-    elastic = [n for n, v in (("min_np", min_np), ("max_np", max_np),
-                              ("slots", slots), ("reset_limit", reset_limit),
-                              ("cooldown_range", cooldown_range)) if v is not None]
-    if elastic:
-        raise ValueError("elastic launching is not built: %s" % ", ".join(elastic))
     if hosts is not None and hostfile is not None:
         raise ValueError("give hosts or hostfile, not both")
     argv = ["-np", str(np)]
+    elastic = min_np is not None or max_np is not None
+    for flag, value in (("--min-np", min_np), ("--max-np", max_np),
+                        ("--slots-per-host", slots),
+                        ("--reset-limit", reset_limit)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if cooldown_range is not None:
+        low, high = cooldown_range
+        argv += ["--blacklist-cooldown-range", str(low), str(high)]
     for flag, value in (("-H", hosts), ("-hostfile", hostfile),
                         ("--start-timeout", start_timeout), ("-p", ssh_port),
                         ("-i", ssh_identity_file),
@@ -110,15 +122,19 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
     finally:
         server.close()
     outcomes = {}
-    for rank, blob in sorted(server.results.items()):
-        outcomes[rank] = cloudpickle.loads(blob)
-    failed = [(r, o[1]) for r, o in outcomes.items() if not o[0]]
+    for blob in server.results.values():
+        ok, value, rank = cloudpickle.loads(blob)
+        if ok or not elastic or code != 0:
+            outcomes.setdefault(rank, (ok, value))
+    failed = [(r, o[1]) for r, o in sorted(outcomes.items()) if not o[0]]
     if failed:
         rank, error = failed[0]
         raise RuntimeError("horovod.run: rank %d raised %s: %s"
                            % (rank, type(error).__name__, error)) from error
     if code != 0:
         raise RuntimeError("horovod.run: the job failed (exit code %d)" % code)
+    if elastic:
+        np = len(outcomes)
     missing = [r for r in range(np) if r not in outcomes]
     if missing:
         raise RuntimeError("horovod.run: no result from rank(s) %s" % missing)
