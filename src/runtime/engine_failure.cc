@@ -6,7 +6,14 @@ namespace horovod {
 
 Status EngineImpl::RootCause(const Status& st) {
   if (job_.size == 1) return st;
-  if (job_.rank != 0) return FromCoordinator(st, false);
+  if (job_.rank != 0) {
+    // Rank 0 and this host's ranks may be waiting for this rank inside the
+    // collective that failed here: tell rank 0 why first, then stop the
+    // waits on this rank, so rank 0 fails at once with this cause and its
+    // verdict comes back within the wait below.
+    ReportFailure(st.message());
+    return FromCoordinator(st, false);
+  }
   Deadline deadline = Deadline::After(1.0);
   for (size_t r = 1; r < control_.size(); ++r) {
     std::string frame;
@@ -105,6 +112,20 @@ Status EngineImpl::CheckLiveness(Clock::time_point now) {
   return Status::OK();
 }
 
+void EngineImpl::ReportFailure(const std::string& reason) {
+  if (!failure_reported_ && !control_.empty() && control_[0]->valid()) {
+    failure_reported_ = true;
+    RequestList l;
+    l.abort_reason = reason;
+    if (control_[0]
+            ->WriteFrame(EncodeRequestList(l), Deadline::After(0.5))
+            .ok())
+      (void)control_[0]->Drain(Deadline::After(0.5));
+  }
+  if (shm_) shm_->Abort(reason);
+  transport_->Abort(reason);
+}
+
 void EngineImpl::Fatal(const std::string& reason) {
   std::string text = "rank " + std::to_string(job_.rank) + ": " + reason;
   HVD_LOG(kError, text);
@@ -117,17 +138,12 @@ void EngineImpl::Fatal(const std::string& reason) {
         if (control_[r]->valid() &&
             control_[r]->WriteFrame(frame, Deadline::After(0.5)).ok())
           (void)control_[r]->Drain(Deadline::After(0.5));
-    } else if (!control_.empty() && control_[0]->valid()) {
-      RequestList l;
-      l.abort_reason = reason;
-      if (control_[0]
-              ->WriteFrame(EncodeRequestList(l), Deadline::After(0.5))
-              .ok())
-        (void)control_[0]->Drain(Deadline::After(0.5));
+      if (shm_) shm_->Abort(reason);
+      transport_->Abort(reason);
+    } else {
+      ReportFailure(reason);
     }
-    if (shm_) shm_->Abort(reason);
     if (executor_) executor_->Abort(reason);
-    transport_->Abort(reason);
     for (auto& link : control_) link->Close();
   }
   queue_.FailAll(Status::Aborted(text));

@@ -185,7 +185,8 @@ class EngineImpl {
   // A collective failing on a broken link says only which neighbour this
   // rank lost; the control plane usually knows which rank actually died.
   // Rank 0 looks for a worker whose control link dropped or that reported a
-  // failure; a worker asks what rank 0 said last.
+  // failure; a worker reports its own (ReportFailure) and asks what rank 0
+  // said last.
   Status RootCause(const Status& st);
 
   // A worker's link to rank 0 broke, or one of its transfers did. Read what
@@ -279,6 +280,9 @@ class EngineImpl {
   // The job cannot continue: tell the peers why (best effort), break every
   // link so they notice at once, and fail every pending operation.
   void Fatal(const std::string& reason);
+  // A worker's failure, told to rank 0 (once) and to every rank waiting
+  // for this one on shared memory or TCP, which stop waiting at once.
+  void ReportFailure(const std::string& reason);
 
   JobInfo job_;
   Knobs knobs_;
@@ -324,6 +328,7 @@ class EngineImpl {
   // Rank 0's shutdown list, found while reading after a failed write (rank
   // 0 may exit as soon as it has sent it): the job ended normally.
   bool shutdown_received_ = false;
+  bool failure_reported_ = false;
   uint64_t epoch_ = 0;
   // EngineMetrics: the running step's share, added under metrics_mu_ when
   // the step ends (any thread may read the totals).

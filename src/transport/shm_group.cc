@@ -26,6 +26,10 @@ struct ShmGroup::Control {
   char pad2[60];
   Doorbell bell;  // rung when a control frame or local work arrives
   char pad3[56];
+  // Set when this member gave up on the collective in progress (Abort):
+  // peers waiting for it stop waiting at once.
+  std::atomic<uint32_t> failed;
+  char pad4[60];
 };
 
 struct RingHeader {
@@ -38,7 +42,7 @@ struct RingHeader {
 namespace {
 
 constexpr uint64_t kMagic = 0x3153484d44565648ull;  // "HVVDMHS1"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr size_t kControlBytes = 4096;
 constexpr size_t kRingDataBytes = 64 << 10;
 constexpr size_t kRingBytes = sizeof(RingHeader) + kRingDataBytes;
@@ -83,6 +87,8 @@ Status ExchangeAll(Transport* t, const std::vector<int>& members, int me,
 ShmGroup::~ShmGroup() = default;
 
 ShmGroup::Control* ShmGroup::control(int m) const {
+  static_assert(sizeof(Control) <= kControlBytes,
+                "the control block must fit its page");
   return reinterpret_cast<Control*>(segments_[m].data());
 }
 
@@ -254,6 +260,9 @@ Status ShmGroup::PeerFailure(int m) const {
     std::lock_guard<std::mutex> lock(reason_mu_);
     return Status::Aborted(reason_);
   }
+  if (control(m)->failed.load(std::memory_order_acquire) != 0)
+    return Status::Aborted("rank " + std::to_string(members_[m]) +
+                           " gave up on this collective (it failed there)");
   int fd = liveness_fds_[m];
   if (fd < 0) return Status::OK();
   pollfd p = {fd, POLLRDHUP, 0};
@@ -270,6 +279,13 @@ void ShmGroup::Abort(const std::string& reason) {
     reason_ = reason;
   }
   aborted_.store(true);
+  // Peers asleep waiting for this member wake and see why.
+  if (me_ >= 0 && me_ < static_cast<int>(segments_.size()) &&
+      segments_[me_].data() != nullptr) {
+    Control* c = control(me_);
+    c->failed.store(1, std::memory_order_release);
+    FutexWakeAll(&c->arrived);
+  }
 }
 
 }  // namespace horovod
