@@ -122,6 +122,10 @@ void EngineImpl::ReportFailure(const std::string& reason) {
             .ok())
       (void)control_[0]->Drain(Deadline::After(0.5));
   }
+  StopWaits(reason);
+}
+
+void EngineImpl::StopWaits(const std::string& reason) {
   if (shm_) shm_->Abort(reason);
   transport_->Abort(reason);
 }
@@ -138,8 +142,7 @@ void EngineImpl::Fatal(const std::string& reason) {
         if (control_[r]->valid() &&
             control_[r]->WriteFrame(frame, Deadline::After(0.5)).ok())
           (void)control_[r]->Drain(Deadline::After(0.5));
-      if (shm_) shm_->Abort(reason);
-      transport_->Abort(reason);
+      StopWaits(reason);
     } else {
       ReportFailure(reason);
     }

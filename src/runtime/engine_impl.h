@@ -280,9 +280,11 @@ class EngineImpl {
   // The job cannot continue: tell the peers why (best effort), break every
   // link so they notice at once, and fail every pending operation.
   void Fatal(const std::string& reason);
-  // A worker's failure, told to rank 0 (once) and to every rank waiting
-  // for this one on shared memory or TCP, which stop waiting at once.
+  // A worker's failure, told to rank 0 (once); then StopWaits.
   void ReportFailure(const std::string& reason);
+  // Ends every wait on this rank: its shared-memory peers see its failed
+  // flag, its TCP links close.
+  void StopWaits(const std::string& reason);
 
   JobInfo job_;
   Knobs knobs_;

@@ -2,6 +2,7 @@
 framework adapter. Holds the one engine of this process."""
 
 import atexit
+import os
 import threading
 
 from horovod.common.process_sets import ProcessSet, global_process_set
@@ -48,7 +49,6 @@ class HorovodBasics:
     _ELASTIC_ATTEMPTS = 5
 
     def _start_elastic(self, core):
-        import os
         error = None
         for _ in range(self._ELASTIC_ATTEMPTS):
             self._driver.join(os.environ.get("HOROVOD_BIND_ADDR"))
@@ -56,9 +56,7 @@ class HorovodBasics:
             self._generation += 1
             try:
                 return core.Engine.start(generation)
-            except ValueError:
-                raise
-            except RuntimeError as e:
+            except RuntimeError as e:  # bad settings (ValueError) propagate
                 error = e
         raise error
 

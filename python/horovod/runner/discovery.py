@@ -139,9 +139,6 @@ class HostManager:
     def is_blacklisted(self, host):
         return self._clock() < self._until.get(host, float("-inf"))
 
-    def failures(self, host):
-        return self._failures.get(host, 0)
-
     def readmitted(self):
         """Hosts whose cooldown has ended since the last call."""
         now = self._clock()

@@ -270,7 +270,8 @@ class ElasticDriver:
         self._waiting_since = None
         self._log("round %d: %d workers on %s" % (
             self._round, len(plan), ", ".join(
-                "%s(%d)" % (h, n) for h, n in _count_hosts(plan))))
+                "%s(%d)" % (p["host"], p["local_size"]) for p in plan
+                if p["local_rank"] == 0)))
 
     def _why_leave(self, w):
         if not self.hosts.found(w.host):
@@ -458,16 +459,6 @@ class ElasticDriver:
             return 130
         self._log("job failed: %s" % self._failure)
         return 1
-
-
-def _count_hosts(plan):
-    out = []
-    for p in plan:
-        if out and out[-1][0] == p["host"]:
-            out[-1] = (p["host"], out[-1][1] + 1)
-        else:
-            out.append((p["host"], 1))
-    return out
 
 
 def worker_env(base):

@@ -540,6 +540,21 @@ def _run_through_mpirun(args, env, hosts, iface):
     return code
 
 
+def _launch_settings(args):
+    """What every way of starting ranks needs: their environment (the
+    tuning flags' variables and a fresh job secret added), the start
+    timeout, the ssh settings and the forced network interfaces."""
+    env = dict(os.environ)
+    env.update(knob_env(args))
+    env["HOROVOD_SECRET_KEY"] = secrets.token_hex(32)
+    timeout_s = (args.start_timeout if args.start_timeout is not None else
+                 float(os.environ.get("HOROVOD_START_TIMEOUT", 30)))
+    ssh = SshSettings(args.ssh_port, args.ssh_identity_file, timeout_s)
+    forced = [i.strip() for i in (args.network_interfaces or "").split(",")
+              if i.strip()]
+    return env, timeout_s, ssh, forced
+
+
 def _is_elastic(args):
     return (args.host_discovery_script is not None or args.min_np is not None
             or args.max_np is not None)
@@ -589,9 +604,6 @@ def _run_elastic(args, before_start=None):
     except _UsageError as e:
         log(e)
         return 2
-    if not args.command:
-        log("no command to run")
-        return 2
     if args.host_discovery_script is not None:
         source = discovery.ScriptDiscovery(args.host_discovery_script,
                                            args.slots_per_host)
@@ -602,22 +614,15 @@ def _run_elastic(args, before_start=None):
     except discovery.DiscoveryError as e:
         log(e)
         return 1
-    env = dict(os.environ)
-    env.update(knob_env(args))
-    secret = secrets.token_hex(32)
-    env["HOROVOD_SECRET_KEY"] = secret
+    env, timeout_s, ssh, forced = _launch_settings(args)
+    secret = env["HOROVOD_SECRET_KEY"]
     env["PYTHONUNBUFFERED"] = "1"
-    timeout_s = (args.start_timeout if args.start_timeout is not None else
-                 float(os.environ.get("HOROVOD_START_TIMEOUT", 30)))
     elastic_timeout = (args.elastic_timeout if args.elastic_timeout is not None
                        else float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT",
                                                  600)))
-    ssh = SshSettings(args.ssh_port, args.ssh_identity_file, timeout_s)
     networked = not all(is_local(h) for h in first)
     addrs, iface = {}, None
     driver_addrs, bind = ["127.0.0.1"], "127.0.0.1"
-    forced = [i.strip() for i in (args.network_interfaces or "").split(",")
-              if i.strip()]
     if networked or (source.may_add and first):
         try:
             addrs, iface, _ = find_addresses(list(first), ssh, secret, forced,
@@ -769,17 +774,10 @@ def main(argv=None, before_start=None):
         sys.stderr.write("horovodrun: -np %d exceeds the %d slots in -H %s\n"
                          % (args.np, sum(s for _, s in hosts), args.hosts))
         return 2
-    env = dict(os.environ)
-    env.update(knob_env(args))
-    env["HOROVOD_SECRET_KEY"] = secrets.token_hex(32)
+    env, timeout_s, ssh, forced = _launch_settings(args)
     used = list(dict.fromkeys(p[0] for p in placement(hosts, args.np)))
-    timeout_s = (args.start_timeout if args.start_timeout is not None else
-                 float(os.environ.get("HOROVOD_START_TIMEOUT", 30)))
-    ssh = SshSettings(args.ssh_port, args.ssh_identity_file, timeout_s)
     network, iface = None, None
     if not all(is_local(h) for h in used):
-        forced = [i.strip() for i in (args.network_interfaces or "").split(",")
-                  if i.strip()]
         try:
             addrs, iface, port = find_addresses(
                 used, ssh, env["HOROVOD_SECRET_KEY"], forced, timeout_s,

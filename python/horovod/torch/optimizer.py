@@ -201,15 +201,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             compressed, cctx = ctx
             if compressed is not p.grad:
                 p.grad.copy_(self._compression.decompress(compressed, cctx))
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = self.backward_passes_per_step
-        self._handles.clear()
-        self._group_ready.clear()
+        self.drop_pending()
         self._synchronized = True
 
     def drop_pending(self):
-        """Forgets the gradients in flight, as after a collective failed:
-        an elastic job re-forms and redoes the step from its last commit
+        """Forgets the gradients in flight and starts counting backward
+        passes afresh: the end of every synchronize, and what a failed
+        step needs, since an elastic job redoes it from its last commit
         (TorchState.restore calls this)."""
         self._handles.clear()
         self._group_ready.clear()
