@@ -6,29 +6,18 @@ import os
 import re
 import stat
 import subprocess
-import threading
 import time
+
+from test_faults import Watched
 
 _RECORD = re.compile(r"^\[([^\]]+)\]<stdout>:(START|READY|STEP|RESET|FINAL) (.*)$")
 
 
-class ElasticJob:
+class ElasticJob(Watched):
     def __init__(self, argv, **popen):
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True,
-                                     **popen)
-        self.out, self.err = [], []
-        self._threads = [threading.Thread(target=self._pump, args=(s, l),
-                                          daemon=True)
-                         for s, l in ((self.proc.stdout, self.out),
-                                      (self.proc.stderr, self.err))]
-        for t in self._threads:
-            t.start()
-
-    @staticmethod
-    def _pump(stream, lines):
-        for line in iter(stream.readline, ""):
-            lines.append(line.rstrip("\n"))
+        super().__init__(subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True,
+                                          **popen))
 
     def records(self, kind):
         """[{worker, field: value, ...}] of one record kind, in order."""
@@ -71,16 +60,13 @@ class ElasticJob:
                              % (text, timeout, "\n".join(self.err[-20:])))
 
     def finish(self, timeout):
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        code = super().finish(timeout)
+        if code is None:
             self.proc.kill()
             self.proc.wait()
             raise AssertionError("the job did not end within %ss; stderr: %s"
                                  % (timeout, "\n".join(self.err[-30:])))
-        for t in self._threads:
-            t.join(timeout=5)
-        return self.proc.returncode
+        return code
 
     def stderr(self):
         return "\n".join(self.err)
