@@ -69,6 +69,9 @@ Status EngineImpl::Disconnected(int r, const Status& cause) {
   if (Tampered(cause))
     return Status::Aborted("the control link with rank " + std::to_string(r) +
                            " was tampered with: " + cause.message());
+  // The transport's own verdict already names the rank and the death.
+  if (cause.message().find("it probably died") != std::string::npos)
+    return Status::Aborted(cause.message());
   return Status::Aborted("rank " + std::to_string(r) + " disconnected (" +
                          cause.message() + "); it probably died");
 }

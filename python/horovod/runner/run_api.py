@@ -20,12 +20,18 @@ MAX_PAYLOAD_BYTES = 1 << 30
 
 
 class _Server:
-    """Hands out the function and gathers results; one thread per rank."""
+    """Hands out the function and gathers results; one thread per rank.
+    `started` holds who took the function, `results` their results,
+    `lost` why a connection ended without one; `changed` is notified on
+    each."""
 
     def __init__(self, payload):
         self.payload = payload
         self.results = {}
+        self.started = set()
+        self.lost = {}
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
         self.secret = None
         self.listener = None
 
@@ -45,13 +51,28 @@ class _Server:
                 # A rank, or an elastic worker's id (its rank is the one
                 # it ends at, sent with its result).
                 who = channel.recv(256).decode("ascii")
-                channel.send(self.payload)
-                conn.settimeout(None)  # the function may run for hours
-                result = channel.recv(MAX_PAYLOAD_BYTES)
             except (OSError, ConnectionError, ValueError):
                 return
-            with self.lock:
-                self.results[who] = result
+            self._dispatch(who, channel, conn)
+
+    def _dispatch(self, who, channel, conn):
+        try:
+            channel.send(self.payload)
+        except (OSError, ConnectionError):
+            return
+        self._note(self.started.add, who)
+        conn.settimeout(None)  # the function may run for hours
+        try:
+            result = channel.recv(MAX_PAYLOAD_BYTES)
+        except (OSError, ConnectionError, ValueError) as e:
+            self._note(self.lost.__setitem__, who, str(e))
+            return
+        self._note(self.results.__setitem__, who, result)
+
+    def _note(self, update, *args):
+        with self.changed:
+            update(*args)
+            self.changed.notify_all()
 
     def close(self):
         if self.listener is not None:
