@@ -21,4 +21,13 @@ python3 -m pip install -q "nanobind>=2.0" "scikit-build-core>=0.9" cmake ninja \
 # The frameworks the adapters serve, pinned; the build needs none of them.
 python3 -m pip install -q tensorflow-cpu==2.21.0 keras==3.15.1 \
   jax==0.10.2 jaxlib==0.10.2 optax==0.2.8
+# Spark and Ray, which horovod.spark and horovod.ray run on (Java 17 for
+# Spark's JVMs); pandas below 3, which PySpark 4 warns about.
+if ! command -v java >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    openjdk-17-jre-headless >/dev/null
+fi
+python3 -m pip install -q pyspark==4.3.0 pyarrow==26.0.1 pandas==2.3.3 \
+  ray==2.60.0
 python3 -m pip install -q .

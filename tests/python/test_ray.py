@@ -1,0 +1,224 @@
+"""horovod.ray's RayExecutor against a real Ray: a local cluster started by
+the module's fixture (`ray.init(num_cpus=2)`). Functions travel by value,
+so this module need not be importable in Ray's workers."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+import ray.cloudpickle  # noqa: E402
+
+from horovod.ray import RayExecutor  # noqa: E402
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def executor(cluster):
+    made = []
+
+    def make(**kw):
+        ex = RayExecutor(RayExecutor.create_settings(timeout_s=30), **kw)
+        made.append(ex)
+        return ex
+
+    yield make
+    for ex in made:
+        ex.shutdown()
+
+
+def _collectives(offset):
+    import torch
+
+    import horovod.torch as hvd
+
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    total = hvd.allreduce(torch.tensor([float(r + offset)]), op=hvd.Sum)
+    gathered = hvd.allgather(torch.tensor([[r, r]]))
+    root = hvd.broadcast(torch.tensor([r * 10 + 7]), root_rank=1)
+    split = hvd.alltoall(torch.arange(n) + 100 * r)
+    return {"rank": r, "size": n, "sum": total.item(),
+            "gathered": gathered.tolist(), "root": root.item(),
+            "split": split.tolist(),
+            "placement": (hvd.local_rank(), hvd.local_size(),
+                          hvd.cross_rank(), hvd.cross_size()),
+            "extra": os.environ.get("MY_VAR")}
+
+
+@pytest.mark.timeout(120)
+def test_run_returns_each_ranks_value_in_rank_order(executor):
+    ex = executor(num_workers=2)
+    ex.start(extra_env_vars={"MY_VAR": "given"})
+    for offset in (5, 7):  # the same actors, the same job, twice
+        results = ex.run(_collectives, args=(offset,))
+        assert [r["rank"] for r in results] == [0, 1]
+        for r, res in enumerate(results):
+            assert res["size"] == 2
+            assert res["sum"] == 1 + 2 * offset
+            assert res["gathered"] == [[0, 0], [1, 1]]
+            assert res["root"] == 17
+            assert res["split"] == [r, 100 + r]
+            assert res["placement"] == (r, 2, 0, 1)
+            assert res["extra"] == "given"
+    refs = ex.run_remote(_collectives, kwargs={"offset": 1})
+    assert [v["sum"] for v in ray.get(refs, timeout=60)] == [3.0, 3.0]
+
+
+class _Counter:
+    def __init__(self, start):
+        self.value = start
+
+    def bump(self):
+        import horovod.torch as hvd
+        import torch
+
+        hvd.init()
+        self.value += 1
+        return hvd.allreduce(torch.tensor([float(self.value)]),
+                             op=hvd.Sum).item()
+
+
+@pytest.mark.timeout(120)
+def test_execute_hands_each_rank_its_executable(executor):
+    ex = executor(num_hosts=1, num_workers_per_host=2)
+    ex.start(executable_cls=_Counter, executable_args=(10,))
+    assert ex.execute(lambda c: c.bump()) == [22.0, 22.0]
+    assert ex.execute(lambda c: c.bump()) == [24.0, 24.0]
+    assert ex.execute_single(lambda c: c.value) == 12
+
+
+def _raise_on_rank_1():
+    import torch
+
+    import horovod.torch as hvd
+
+    hvd.init()
+    if hvd.rank() == 1:
+        raise KeyError("no such thing")
+    hvd.allreduce(torch.ones(1))
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_that_raises_fails_run_with_its_error(executor):
+    ex = executor(num_workers=2)
+    ex.start()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        ex.run(_raise_on_rank_1)
+    assert time.monotonic() - started < 60
+    assert str(info.value) == ("RayExecutor.run: rank 1 raised KeyError: "
+                               "'no such thing'")
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def _allreduce_until_killed(flag):
+    import torch
+
+    import horovod.torch as hvd
+
+    hvd.init()
+    open(flag + str(hvd.rank()), "w").close()
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        hvd.allreduce(torch.ones(1000))
+    return "not killed"
+
+
+@pytest.mark.timeout(180)
+def test_a_worker_killed_mid_run_fails_run_naming_its_rank(executor,
+                                                           tmp_path):
+    ex = executor(num_workers=2)
+    ex.start()
+    pids = ex.execute(lambda _: os.getpid())
+    flag = str(tmp_path / "running")
+    outcome = {}
+
+    def run():
+        try:
+            ex.run(_allreduce_until_killed, args=(flag,))
+        except RuntimeError as e:
+            outcome["error"], outcome["at"] = e, time.monotonic()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    deadline = time.monotonic() + 60
+    while not all(os.path.exists(flag + str(r)) for r in (0, 1)):
+        assert time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.05)
+    killed_at = time.monotonic()
+    os.kill(pids[1], signal.SIGKILL)
+    runner.join(60)
+    failed_after = outcome["at"] - killed_at
+    print("a killed worker failed the run after %.2f s" % failed_after)
+    assert failed_after < 30
+    assert str(outcome["error"]).startswith(
+        "RayExecutor.run: rank 1's worker (on %s) died: "
+        % socket.gethostname()), str(outcome["error"])
+    # The survivor's collective failed too (within the engine's bounds)
+    # instead of hanging on: rank 0 is free for the next call.
+    with pytest.raises(RuntimeError, match="rank 0 raised "
+                       "HorovodInternalError"):
+        ex.execute_single(lambda _: __import__("horovod.torch").torch
+                          .allreduce(__import__("torch").ones(1)))
+    # Shutting down frees the resources for a new executor.
+    ex.shutdown()
+    again = executor(num_workers=2)
+    again.start()
+    assert [r["sum"] for r in again.run(_collectives, args=(0,))] == [1.0,
+                                                                      1.0]
+
+
+@pytest.mark.timeout(120)
+def test_more_workers_than_the_cluster_has_times_out_naming_them(cluster):
+    ex = RayExecutor(RayExecutor.create_settings(
+        placement_group_timeout_s=2), num_workers=3)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError) as info:
+        ex.start()
+    assert time.monotonic() - started < 30
+    assert str(info.value).startswith(
+        "RayExecutor: the cluster did not grant 3 x {'CPU': 1} (PACK) within "
+        "placement_group_timeout_s=2s; it has "), str(info.value)
+    assert ex.workers == []
+
+
+def test_bad_arguments_are_refused_by_name():
+    settings = RayExecutor.create_settings()
+    assert "key" not in repr(settings) and settings.key not in repr(settings)
+    with pytest.raises(ValueError, match="give num_workers or num_hosts"):
+        RayExecutor(settings)
+    with pytest.raises(ValueError, match="not both"):
+        RayExecutor(settings, num_workers=2, num_hosts=1)
+    with pytest.raises(ValueError, match=r"num_workers=-1 is not a positive"):
+        RayExecutor(settings, num_workers=-1, num_hosts=None)
+    with pytest.raises(ValueError, match=r"gpus_per_worker=1 needs use_gpu"):
+        RayExecutor(settings, num_workers=1, gpus_per_worker=1)
+    with pytest.raises(RuntimeError, match=r"call start\(\) first"):
+        RayExecutor(settings, num_workers=1).run(print)
+
+
+def test_importing_without_ray_names_the_package():
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "try:\n    import horovod.ray\n"
+            "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.strip() == "horovod.ray needs Ray: pip install ray", \
+        out.stderr
