@@ -222,3 +222,171 @@ def test_an_executor_killed_mid_run_fails_the_run_and_leaves_no_rank(
     results = horovod.spark.run(_collectives, args=(0,), num_proc=2,
                                 start_timeout=120, stdout=io.StringIO())
     assert [r["sum"] for r in results] == [1.0, 1.0]
+
+
+# ----- Estimators -----------------------------------------------------------
+
+
+def _digits_frame(spark, vectors=False):
+    from pyspark.ml.linalg import Vectors
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    rows = [((Vectors.dense(d.data[i] / 16.0) if vectors
+              else (d.data[i] / 16.0).tolist()), int(d.target[i]), i % 5 == 0)
+            for i in range(len(d.target))]
+    return spark.createDataFrame(rows, ["features", "label", "is_val"])
+
+
+def _accuracy(model, df):
+    import numpy as np
+
+    out = model.transform(df.where("is_val")).toPandas()
+    predicted = np.stack(out["label__output"].to_numpy()).argmax(1)
+    return (predicted == out["label"].to_numpy()).mean(), out
+
+
+class _Classifier:
+    """A module-level factory, so the class pickles by value with this
+    module."""
+
+    @staticmethod
+    def make():
+        import torch
+
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(),
+                                   torch.nn.Linear(32, 10))
+
+
+@pytest.mark.timeout(240)
+def test_torch_estimator_fits_digits_and_its_model_predicts(spark, tmp_path):
+    import torch
+
+    from horovod.spark.common.store import Store
+    from horovod.spark.torch import TorchEstimator, TorchModel
+
+    model = _Classifier.make()
+    store = Store.create(str(tmp_path / "store"))
+    est = TorchEstimator(
+        num_proc=2, model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        loss=torch.nn.functional.cross_entropy, store=store,
+        feature_cols=["features"], label_cols=["label"], batch_size=32,
+        epochs=8, validation="is_val", random_seed=1, run_id="digits",
+        verbose=0)
+    assert est.getEpochs() == 8 and est.setEpochs(10) is est
+    df = _digits_frame(spark)
+    fitted = est.fit(df)
+    assert isinstance(fitted, TorchModel)
+    history = fitted.getHistory()
+    assert len(history["loss"]) == len(history["val_loss"]) == 10
+    assert history["loss"][-1] < history["loss"][0] / 4, history
+    # The driver's module was not trained: the fitted one is a copy.
+    assert not torch.equal(model[0].weight, fitted.getModel()[0].weight)
+    accuracy, out = _accuracy(fitted, df)
+    assert accuracy > 0.9, accuracy
+    assert list(out.columns) == ["features", "label", "is_val",
+                                 "label__output"]
+    assert os.path.exists(store.get_checkpoint_path("digits"))
+    assert os.path.exists(os.path.join(store.get_logs_path("digits"),
+                                       "history.json"))
+    # Each rank read its own half of the training rows.
+    assert len(os.listdir(store.get_train_data_path("digits"))) >= 2
+
+
+@pytest.mark.timeout(300)
+def test_keras_estimator_fits_digits_from_vectors(spark, tmp_path):
+    keras = pytest.importorskip("keras")
+
+    from horovod.spark.common.store import LocalStore
+    from horovod.spark.keras import KerasEstimator
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((64,)),
+                              keras.layers.Dense(32, activation="relu"),
+                              keras.layers.Dense(10)])
+    est = KerasEstimator(
+        num_proc=2, model=model, optimizer=keras.optimizers.Adam(0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"], store=LocalStore(str(tmp_path / "store")),
+        feature_cols=["features"], label_cols=["label"], batch_size=32,
+        epochs=5, validation=0.2, random_seed=1, verbose=0)
+    df = _digits_frame(spark, vectors=True)
+    fitted = est.fit(df)
+    history = fitted.getHistory()
+    assert len(history["loss"]) == 5 and len(history["val_accuracy"]) == 5
+    accuracy, _ = _accuracy(fitted, df)
+    assert accuracy > 0.85, (accuracy, history)
+
+
+def test_estimator_parameters_are_checked_by_name(spark, tmp_path):
+    from horovod.spark.common.store import LocalStore
+    from horovod.spark.torch import TorchEstimator
+
+    with pytest.raises(TypeError, match="unknown parameter.s. epoch;"):
+        TorchEstimator(epoch=3)
+    df = _digits_frame(spark)
+    base = dict(model=object(), optimizer=object(), loss=object(),
+                store=LocalStore(str(tmp_path)), feature_cols=["features"],
+                label_cols=["label"])
+    for change, message in (
+            ({"feature_cols": ["pixels"]},
+             "column 'pixels' is not in the DataFrame \\(it has features, "
+             "label, is_val\\)"),
+            ({"label_cols": "label"}, "label_cols='label' must be a "
+             "non-empty list"),
+            ({"store": None}, "store is required"),
+            ({"batch_size": 0}, "batch_size=0 is not a positive integer"),
+            ({"validation": 1.5}, "validation=1.5 must be a fraction"),
+            ({"run_id": "../x"}, "run_id='../x' may hold")):
+        with pytest.raises(ValueError, match=message):
+            TorchEstimator(**dict(base, **change)).fit(df)
+
+
+def test_store_create_takes_local_paths_and_names_other_schemes(tmp_path):
+    from horovod.spark.common.store import LocalStore, Store
+
+    for path in (str(tmp_path / "a"), "file://" + str(tmp_path / "b")):
+        store = Store.create(path)
+        assert isinstance(store, LocalStore) and os.path.isdir(
+            store.prefix_path)
+    store = Store.create(str(tmp_path / "a"))
+    target = store.get_checkpoint_path("r1")
+    assert target == str(tmp_path / "a" / "runs" / "r1" / "checkpoint")
+    store.write(target, b"weights")
+    assert store.exists(target) and store.read(target) == b"weights"
+    with pytest.raises(ValueError, match="the hdfs:// scheme is not "
+                       "supported"):
+        Store.create("hdfs://namenode/x")
+
+
+def test_each_rank_reads_a_disjoint_share_by_row_group(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from horovod.spark.common.shard import read_shard
+
+    start = 0
+    for i, n in enumerate((7, 0, 12, 5)):  # an empty file too
+        ids = np.arange(start, start + n)
+        table = pa.table({"id": pa.array(ids, pa.int64()),
+                          "vec": pa.array([[float(v), -float(v)] for v in ids],
+                                          pa.list_(pa.float64()))})
+        pq.write_table(table, str(tmp_path / ("part-%d.parquet" % i)),
+                       row_group_size=3)
+        start += n
+    seen = []
+    for rank in range(3):
+        share = read_shard(str(tmp_path), ["id", "vec"], rank, 3)
+        assert share["vec"].shape == (len(share["id"]), 2)
+        assert (share["vec"][:, 1] == -share["id"]).all()
+        assert len(share["id"]) == 8  # 24 rows, 3 ranks
+        seen += share["id"].tolist()
+    assert seen == list(range(24))
+    pq.write_table(pa.table({"id": [1, 2], "vec": [[1.0], [1.0, 2.0]]}),
+                   str(tmp_path / "part-9.parquet"))
+    with pytest.raises(ValueError, match="column 'vec' holds arrays of "
+                       "different lengths"):
+        read_shard(str(tmp_path), ["vec"], 0, 1)

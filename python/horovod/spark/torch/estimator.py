@@ -1,0 +1,103 @@
+"""`TorchEstimator`: fits a torch.nn.Module on a Spark DataFrame with
+Horovod (upstream's horovod.spark.torch API): `fit(df)` writes the
+training data to the store, trains on `num_proc` ranks through
+horovod.spark.run and returns a `TorchModel` whose `transform(df)` adds
+the model's predictions.
+
+The model is called with one tensor per feature column
+(`model(*features)`); `loss(output, label)` with one label column, or per
+label (with `loss_weights`) when the model returns one output per label.
+Float columns become float32 tensors, integer labels int64.
+"""
+
+import io
+
+from horovod.spark.common.estimator import (COMMON_PARAMS, HorovodEstimator,
+                                            HorovodModel, with_accessors)
+
+
+@with_accessors
+class TorchEstimator(HorovodEstimator):
+    """model: a torch.nn.Module; optimizer: a torch.optim.Optimizer over
+    its parameters; loss: a callable (output, label) -> scalar tensor, or
+    one per label."""
+
+    PARAMS = COMMON_PARAMS
+
+    def _check(self, df):
+        super()._check(df)
+        p = self._params
+        if p["optimizer"] is None or p["loss"] is None:
+            raise ValueError("TorchEstimator: optimizer and loss are "
+                             "required")
+
+    def _model_bytes(self):
+        import cloudpickle
+        p = self._params
+        # One pickle, so the optimizer keeps pointing at the model's
+        # parameters on the ranks.
+        return cloudpickle.dumps((p["model"], p["optimizer"], p["loss"]))
+
+    def _spec_extra(self):
+        return {"loss_weights": self._params["loss_weights"]}
+
+    def _rank_fn(self):
+        from horovod.spark.torch.remote import train
+        return train
+
+    def _trained(self, run_id, history, spec):
+        import copy
+
+        import torch
+
+        store = self._params["store"]
+        state = torch.load(io.BytesIO(store.read(spec["checkpoint"])))
+        model = copy.deepcopy(self._params["model"])
+        model.load_state_dict(state)
+        return TorchModel(model, history, self._params["feature_cols"],
+                          self._params["label_cols"],
+                          self._params["output_cols"], run_id)
+
+
+class _Predictor:
+    """Builds the model once per process, from its pickled form."""
+
+    def __init__(self, blob):
+        self._blob = blob
+        self._model = None
+
+    def __getstate__(self):
+        return {"_blob": self._blob, "_model": None}
+
+    def __call__(self, columns):
+        import cloudpickle
+        import torch
+
+        if self._model is None:
+            self._model = cloudpickle.loads(self._blob)
+            self._model.eval()
+        inputs = []
+        for a in columns:
+            t = torch.from_numpy(a)
+            inputs.append(t.float() if t.is_floating_point() else t)
+        with torch.no_grad():
+            out = self._model(*inputs)
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        return [o.numpy() for o in outs]
+
+
+class TorchModel(HorovodModel):
+    """A fitted TorchEstimator: `getModel()` is the trained module."""
+
+    def __init__(self, model, history, feature_cols, label_cols, output_cols,
+                 run_id):
+        super().__init__(history, feature_cols, label_cols, output_cols,
+                         run_id)
+        self.model = model
+
+    def getModel(self):
+        return self.model
+
+    def _predictor(self):
+        import cloudpickle
+        return _Predictor(cloudpickle.dumps(self.model))
