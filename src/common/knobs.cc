@@ -188,6 +188,8 @@ std::vector<KnobSpec> MakeTable() {
             "seconds the ranks have to find each other at init", false),
       Other("HOROVOD_ELASTIC_TIMEOUT", kDouble, "600", "--elastic-timeout",
             "seconds a round of an elastic job may take to form", false),
+      Other("HOROVOD_SPARK_START_TIMEOUT", kDouble, "600", "",
+            "seconds horovod.spark.run waits for all its tasks", false),
       Other("HOROVOD_LOG_LEVEL", kString, "warning", "--log-level",
             "trace, debug, info, warning or error", false),
       Other("HOROVOD_LOG_HIDE_TIME", kBool, "0",

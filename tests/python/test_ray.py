@@ -222,3 +222,17 @@ def test_importing_without_ray_names_the_package():
                          text=True, timeout=60)
     assert out.stdout.strip() == "horovod.ray needs Ray: pip install ray", \
         out.stderr
+
+
+@pytest.mark.timeout(300)
+def test_ray_digits_example_trains_through_the_executor():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable,
+                          os.path.join(root, "examples", "ray_digits.py")],
+                         capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [l for l in out.stdout.splitlines()
+            if l.startswith("final test accuracy:")]
+    assert line, out.stdout[-2000:]
+    assert float(line[0].split()[3]) > 0.9, line[0]

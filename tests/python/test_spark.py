@@ -390,3 +390,20 @@ def test_each_rank_reads_a_disjoint_share_by_row_group(tmp_path):
     with pytest.raises(ValueError, match="column 'vec' holds arrays of "
                        "different lengths"):
         read_shard(str(tmp_path), ["vec"], 0, 1)
+
+
+@pytest.mark.timeout(300)
+def test_spark_digits_example_fits_and_scores():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1",
+               PYSPARK_PYTHON=sys.executable)
+    out = subprocess.run([sys.executable,
+                          os.path.join(root, "examples", "spark_digits.py"),
+                          "--epochs", "8"], capture_output=True, text=True,
+                         timeout=280, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [l for l in out.stdout.splitlines()
+            if l.startswith("final test accuracy:")]
+    assert line, out.stdout[-2000:]
+    assert float(line[0].split()[3]) > 0.9, line[0]

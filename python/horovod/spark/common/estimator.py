@@ -199,6 +199,19 @@ class HorovodModel(Model):
         self.output_cols = list(output_cols or
                                 [c + "__output" for c in label_cols])
         self.run_id = run_id
+        # Values per row of each output; learnt from one row when unknown.
+        self.output_sizes = None
+
+    def learn_output_sizes(self, train_path):
+        """Runs the model on the first training row the fit wrote, so
+        `transform` knows its columns' types without a Spark job."""
+        from horovod.spark.common.shard import read_shard, total_rows
+
+        one = read_shard(train_path, self.feature_cols, 0,
+                         total_rows(train_path))
+        self.output_sizes = [out[0].size for out in self._predictor()(
+            [one[c] for c in self.feature_cols])]
+        return self
 
     def getHistory(self):
         return self.history
@@ -222,13 +235,16 @@ class HorovodModel(Model):
 
         df = as_arrays(df, self.feature_cols)
         predict = self._predictor()
-        # The output's shape, from the first row, decides each column's type.
-        sample = df.select(self.feature_cols).limit(1).toPandas()
-        outputs = predict(_features(sample, self.feature_cols))
+        sizes = self.output_sizes
+        if sizes is None:
+            # The output's shape, from a first row, decides the types.
+            sample = df.select(self.feature_cols).limit(1).toPandas()
+            sizes = [out[0].size for out in predict(
+                _features(sample, self.feature_cols))]
         fields = list(df.schema.fields)
         scalar = []
-        for name, out in zip(self.output_cols, outputs):
-            scalar.append(out[0].size == 1)
+        for name, size in zip(self.output_cols, sizes):
+            scalar.append(size == 1)
             fields.append(StructField(name, DoubleType() if scalar[-1]
                                       else ArrayType(DoubleType())))
         feature_cols, output_cols = self.feature_cols, self.output_cols

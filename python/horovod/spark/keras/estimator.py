@@ -57,7 +57,8 @@ class KerasEstimator(HorovodEstimator):
             spec["model"], custom_objects=p["custom_objects"] or {})
         model.load_weights(spec["checkpoint"] + WEIGHTS_SUFFIX)
         return KerasModel(model, history, p["feature_cols"], p["label_cols"],
-                          p["output_cols"], run_id, p["custom_objects"])
+                          p["output_cols"], run_id, p["custom_objects"]
+                          ).learn_output_sizes(spec["train_path"])
 
 
 class _Predictor:

@@ -56,7 +56,8 @@ class TorchEstimator(HorovodEstimator):
         model.load_state_dict(state)
         return TorchModel(model, history, self._params["feature_cols"],
                           self._params["label_cols"],
-                          self._params["output_cols"], run_id)
+                          self._params["output_cols"],
+                          run_id).learn_output_sizes(spec["train_path"])
 
 
 class _Predictor:
