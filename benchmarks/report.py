@@ -29,6 +29,7 @@ def rate_bytes(text):
 
 def load(folder):
     res, fusion, train, tune = {}, {}, {}, []
+    STARTUP.clear()
     with open(os.path.join(folder, "results.csv")) as f:
         for r in csv.reader(f):
             if not r:
@@ -42,12 +43,28 @@ def load(folder):
                 LINKS[r[1]] = (rate_bytes(r[2]), r[3])
             elif r[0] == "AUTOTUNE":
                 tune.append(r[1:])
+            elif r[0] == "STARTUP" and len(r) >= 8:
+                STARTUP.append(r[1:])
             elif r[0] == "TRAIN" and len(r) >= 4:
                 try:
                     train[(r[1], int(r[2]))] = float(r[3])
                 except ValueError:
                     pass
     return res, fusion, train, tune
+
+
+# Start-up rows (cluster_startup.py): label, np, median, min, max seconds to
+# the first collective, median seconds to return, trials.
+STARTUP = []
+
+
+def startup_table():
+    rows = ["| how | np | first collective, median (min-max) s | call returns, median s | trials |",
+            "|---|---:|---:|---:|---:|"]
+    for r in STARTUP:
+        rows.append(f"| {r[0]} | {r[1]} | {float(r[2]):.3f} ({float(r[3]):.3f}-{float(r[4]):.3f}) "
+                    f"| {float(r[5]):.3f} | {r[6]} |")
+    return "\n".join(rows)
 
 
 def autotune_table(tune):
@@ -256,6 +273,7 @@ def main():
              "## Targets\n", targets(res, fusion, train, tune),
              "\n## Fusion\n", "\n".join(f"- {k}: median step {v:.0f} µs" for k, v in fusion.items()),
              "\n## Autotune vs grid search (fusion case, np=2)\n", autotune_table(tune),
+             "\n## Job start-up: from the call to the first collective\n", startup_table(),
              "\n## Two simulated hosts of two ranks (np=4): hierarchical vs flat allreduce\n",
              hosts_table(res),
              "\n## Two namespace hosts of two ranks on shaped links\n",

@@ -11,7 +11,7 @@
 #   NPS="2" BUDGET=0.5 bash benchmarks/run.sh engine python
 #   ANCHORS=/path/to/shared/bench bash benchmarks/run.sh
 # Sections: anchors engine hosts python frameworks busy fusion autotune
-# training multihost
+# training clusters multihost
 # (default: all but multihost, which needs root for its test hosts).
 # Needs `bash scripts/setup.sh` first (engine installed, OpenMPI present).
 set -u
@@ -37,7 +37,7 @@ run() {
   local name=$1; shift
   log "run $name: $*"
   timeout 900 "$@" > "$OUT/$name.txt" 2>&1 || log "  rc=$? ($name)"
-  grep -ohE '(RESULT|FUSION|TRAIN|AUTOTUNE),.*' "$OUT/$name.txt" >> "$OUT/results.csv"
+  grep -ohE '(RESULT|FUSION|TRAIN|AUTOTUNE|STARTUP),.*' "$OUT/$name.txt" >> "$OUT/results.csv"
 }
 
 anchors() {
@@ -162,6 +162,12 @@ autotune() {
   run autotune-np2 python benchmarks/autotune_bench.py --np 2 --steps 30
 }
 
+# Start-up overhead: horovod.run, horovod.spark.run (local-cluster) and
+# RayExecutor, from the call to the end of the first collective.
+clusters() {
+  run clusters-np2 python benchmarks/cluster_startup.py --np 2 --trials 5
+}
+
 training() {
   local A="--model resnet18 --batch-size 16 --image-size 64 --num-warmup-batches 3 --num-batches-per-iter 5 --num-iters 5 --num-threads 1"
   local total
@@ -235,7 +241,7 @@ multihost() {
   } > "$OUT/env.txt" 2>&1
 for s in $SECTIONS; do
   case $s in
-    anchors|engine|hosts|frameworks|busy|fusion|autotune|training|multihost) $s ;;
+    anchors|engine|hosts|frameworks|busy|fusion|autotune|training|clusters|multihost) $s ;;
     python) python_level ;;
     *) echo "unknown section $s"; exit 2 ;;
   esac

@@ -152,20 +152,21 @@ def test_importing_without_pyspark_names_the_package():
                                   "pyspark"), out.stderr
 
 
+def _command_has(process, text):
+    try:
+        return text in " ".join(process.cmdline())
+    except psutil.Error:  # gone, or a zombie
+        return False
+
+
 def _executors():
     return [p for p in psutil.Process().children(recursive=True)
-            if "CoarseGrainedExecutorBackend" in " ".join(p.cmdline())]
+            if _command_has(p, "CoarseGrainedExecutorBackend")]
 
 
 def _rank_processes():
-    found = []
-    for p in psutil.process_iter():
-        try:
-            if "horovod.runner.run_task" in " ".join(p.cmdline()):
-                found.append(p)
-        except psutil.Error:
-            pass
-    return found
+    return [p for p in psutil.process_iter()
+            if _command_has(p, "horovod.runner.run_task")]
 
 
 def _allreduce_until_killed(flag):
@@ -195,7 +196,7 @@ def test_an_executor_killed_mid_run_fails_the_run_and_leaves_no_rank(
             time.sleep(0.05)
         time.sleep(0.5)
         for p in _executors():
-            if any("run_task" in " ".join(c.cmdline())
+            if any(_command_has(c, "run_task")
                    for c in p.children(recursive=True)):
                 killed["at"] = time.monotonic()
                 p.kill()
