@@ -13,11 +13,19 @@ import time
 import pytest
 
 ray = pytest.importorskip("ray")
+psutil = pytest.importorskip("psutil")
 import ray.cloudpickle  # noqa: E402
 
 from horovod.ray import RayExecutor  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _command_has(process, text):
+    try:
+        return text in " ".join(process.cmdline())
+    except psutil.Error:
+        return False
 
 
 @pytest.fixture(scope="module")
@@ -236,3 +244,77 @@ def test_ray_digits_example_trains_through_the_executor():
             if l.startswith("final test accuracy:")]
     assert line, out.stdout[-2000:]
     assert float(line[0].split()[3]) > 0.9, line[0]
+
+
+def _elastic_training(flag, steps):
+    """Counts committed steps in an hvd.elastic job; each step allreduces
+    the step number, so a lost or repeated step shows in the total."""
+    import torch
+
+    import horovod.torch as hvd
+
+    hvd.init()
+    model = torch.nn.Linear(1, 1)
+    state = hvd.elastic.TorchState(model, step=0, total=0.0, sizes=[])
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < steps:
+            if not os.path.exists(flag + str(hvd.rank())):
+                open(flag + str(hvd.rank()), "w").close()
+            value = hvd.allreduce(torch.tensor([float(state.step)]),
+                                  op=hvd.Max, name="step").item()
+            state.total += value
+            state.sizes.append(hvd.size())
+            state.step += 1
+            state.commit()
+            time.sleep(0.02)
+        return state.step, state.total, hvd.size(), state.sizes
+
+    return train(state)
+
+
+@pytest.mark.timeout(240)
+def test_elastic_executor_goes_on_when_a_worker_dies(cluster, tmp_path):
+    from horovod.ray import ElasticRayExecutor
+
+    settings = ElasticRayExecutor.create_settings(min_np=1, max_np=2,
+                                                  elastic_timeout=60)
+    assert settings.key not in repr(settings)
+    ex = ElasticRayExecutor(settings, cpus_per_slot=1)
+    ex.start()
+    flag = str(tmp_path / "step")
+    outcome = {}
+
+    def run():
+        outcome["results"] = ex.run(lambda: _elastic_training(flag, 150))
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    deadline = time.monotonic() + 90
+    while not all(os.path.exists(flag + str(r)) for r in (0, 1)):
+        assert time.monotonic() < deadline, "two workers never trained"
+        time.sleep(0.05)
+    workers = [p for p in psutil.process_iter()
+               if _command_has(p, "ElasticWorker")]
+    assert len(workers) == 2, [p.cmdline() for p in workers]
+    workers[1].kill()
+    runner.join(180)
+    results = outcome["results"]
+    # One worker finished the job, alone in the last round.
+    assert len(results) == 1, results
+    steps, total, size, sizes = results[0]
+    assert steps == 150 and size == 1
+    assert total == sum(range(150))  # every step counted once
+    assert sizes[0] == 2 and sizes[-1] == 1
+
+
+def test_elastic_settings_are_checked_by_name():
+    from horovod.ray import ElasticRayExecutor
+
+    with pytest.raises(ValueError, match="min_np=0 is not a positive"):
+        ElasticRayExecutor.create_settings(min_np=0)
+    with pytest.raises(ValueError, match="max_np=1 is below min_np=2"):
+        ElasticRayExecutor.create_settings(min_np=2, max_np=1)
+    with pytest.raises(RuntimeError, match=r"call start\(\) first"):
+        ElasticRayExecutor(ElasticRayExecutor.create_settings()).run(print)
