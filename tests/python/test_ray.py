@@ -16,16 +16,15 @@ ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 import ray.cloudpickle  # noqa: E402
 
+import cluster_jobs  # noqa: E402
+from cluster_jobs import (allreduce_until_killed, check_collectives,  # noqa: E402
+                          collectives, command_has, example_accuracy,
+                          raise_on_rank_1)
+
 from horovod.ray import RayExecutor  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-def _command_has(process, text):
-    try:
-        return text in " ".join(process.cmdline())
-    except psutil.Error:
-        return False
+ray.cloudpickle.register_pickle_by_value(cluster_jobs)
 
 
 @pytest.fixture(scope="module")
@@ -51,41 +50,15 @@ def executor(cluster):
         ex.shutdown()
 
 
-def _collectives(offset):
-    import torch
-
-    import horovod.torch as hvd
-
-    hvd.init()
-    r, n = hvd.rank(), hvd.size()
-    total = hvd.allreduce(torch.tensor([float(r + offset)]), op=hvd.Sum)
-    gathered = hvd.allgather(torch.tensor([[r, r]]))
-    root = hvd.broadcast(torch.tensor([r * 10 + 7]), root_rank=1)
-    split = hvd.alltoall(torch.arange(n) + 100 * r)
-    return {"rank": r, "size": n, "sum": total.item(),
-            "gathered": gathered.tolist(), "root": root.item(),
-            "split": split.tolist(),
-            "placement": (hvd.local_rank(), hvd.local_size(),
-                          hvd.cross_rank(), hvd.cross_size()),
-            "extra": os.environ.get("MY_VAR")}
-
-
 @pytest.mark.timeout(120)
 def test_run_returns_each_ranks_value_in_rank_order(executor):
     ex = executor(num_workers=2)
     ex.start(extra_env_vars={"MY_VAR": "given"})
     for offset in (5, 7):  # the same actors, the same job, twice
-        results = ex.run(_collectives, args=(offset,))
-        assert [r["rank"] for r in results] == [0, 1]
-        for r, res in enumerate(results):
-            assert res["size"] == 2
-            assert res["sum"] == 1 + 2 * offset
-            assert res["gathered"] == [[0, 0], [1, 1]]
-            assert res["root"] == 17
-            assert res["split"] == [r, 100 + r]
-            assert res["placement"] == (r, 2, 0, 1)
-            assert res["extra"] == "given"
-    refs = ex.run_remote(_collectives, kwargs={"offset": 1})
+        results = ex.run(collectives, args=(offset,))
+        check_collectives(results, offset)
+        assert [r["my_var"] for r in results] == ["given", "given"]
+    refs = ex.run_remote(collectives, kwargs={"offset": 1})
     assert [v["sum"] for v in ray.get(refs, timeout=60)] == [3.0, 3.0]
 
 
@@ -112,41 +85,17 @@ def test_execute_hands_each_rank_its_executable(executor):
     assert ex.execute_single(lambda c: c.value) == 12
 
 
-def _raise_on_rank_1():
-    import torch
-
-    import horovod.torch as hvd
-
-    hvd.init()
-    if hvd.rank() == 1:
-        raise KeyError("no such thing")
-    hvd.allreduce(torch.ones(1))
-
-
 @pytest.mark.timeout(120)
 def test_a_rank_that_raises_fails_run_with_its_error(executor):
     ex = executor(num_workers=2)
     ex.start()
     started = time.monotonic()
     with pytest.raises(RuntimeError) as info:
-        ex.run(_raise_on_rank_1)
+        ex.run(raise_on_rank_1)
     assert time.monotonic() - started < 60
     assert str(info.value) == ("RayExecutor.run: rank 1 raised KeyError: "
                                "'no such thing'")
     assert isinstance(info.value.__cause__, KeyError)
-
-
-def _allreduce_until_killed(flag):
-    import torch
-
-    import horovod.torch as hvd
-
-    hvd.init()
-    open(flag + str(hvd.rank()), "w").close()
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        hvd.allreduce(torch.ones(1000))
-    return "not killed"
 
 
 @pytest.mark.timeout(180)
@@ -160,7 +109,7 @@ def test_a_worker_killed_mid_run_fails_run_naming_its_rank(executor,
 
     def run():
         try:
-            ex.run(_allreduce_until_killed, args=(flag,))
+            ex.run(allreduce_until_killed, args=(flag,))
         except RuntimeError as e:
             outcome["error"], outcome["at"] = e, time.monotonic()
 
@@ -189,7 +138,7 @@ def test_a_worker_killed_mid_run_fails_run_naming_its_rank(executor,
     ex.shutdown()
     again = executor(num_workers=2)
     again.start()
-    assert [r["sum"] for r in again.run(_collectives, args=(0,))] == [1.0,
+    assert [r["sum"] for r in again.run(collectives, args=(0,))] == [1.0,
                                                                       1.0]
 
 
@@ -234,16 +183,7 @@ def test_importing_without_ray_names_the_package():
 
 @pytest.mark.timeout(300)
 def test_ray_digits_example_trains_through_the_executor():
-    root = os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable,
-                          os.path.join(root, "examples", "ray_digits.py")],
-                         capture_output=True, text=True, timeout=280)
-    assert out.returncode == 0, out.stderr[-3000:]
-    line = [l for l in out.stdout.splitlines()
-            if l.startswith("final test accuracy:")]
-    assert line, out.stdout[-2000:]
-    assert float(line[0].split()[3]) > 0.9, line[0]
+    assert example_accuracy("ray_digits.py") > 0.9
 
 
 def _elastic_training(flag, steps):
@@ -296,7 +236,7 @@ def test_elastic_executor_goes_on_when_a_worker_dies(cluster, tmp_path):
         assert time.monotonic() < deadline, "two workers never trained"
         time.sleep(0.05)
     workers = [p for p in psutil.process_iter()
-               if _command_has(p, "ElasticWorker")]
+               if command_has(p, "ElasticWorker")]
     assert len(workers) == 2, [p.cmdline() for p in workers]
     workers[1].kill()
     runner.join(180)

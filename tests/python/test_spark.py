@@ -17,9 +17,15 @@ pyspark = pytest.importorskip("pyspark")
 psutil = pytest.importorskip("psutil")
 import cloudpickle  # noqa: E402
 
+import cluster_jobs  # noqa: E402
+from cluster_jobs import (allreduce_until_killed, check_collectives,  # noqa: E402
+                          collectives, command_has, example_accuracy,
+                          raise_on_rank_1)
+
 import horovod.spark  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(cluster_jobs)
 
 _SPARK_ENV = ("SPARK_LOCAL_IP", "PYSPARK_PYTHON", "SPARK_WORKER_DIR")
 
@@ -51,57 +57,17 @@ def spark(tmp_path_factory):
                 os.environ[k] = v
 
 
-def _collectives(offset):
-    import torch
-
-    import horovod.torch as hvd
-
-    hvd.init()
-    r, n = hvd.rank(), hvd.size()
-    total = hvd.allreduce(torch.tensor([float(r + offset)]), op=hvd.Sum)
-    gathered = hvd.allgather(torch.tensor([[r, r]]))
-    root = hvd.broadcast(torch.tensor([r * 10 + 7]), root_rank=1)
-    split = hvd.alltoall(torch.arange(n) + 100 * r)
-    print("rank %d of %d says hello" % (r, n))
-    placement = (hvd.local_rank(), hvd.local_size(), hvd.cross_rank(),
-                 hvd.cross_size())
-    hvd.shutdown()
-    return {"rank": r, "size": n, "sum": total.item(),
-            "gathered": gathered.tolist(), "root": root.item(),
-            "split": split.tolist(), "placement": placement,
-            "partition_env": os.environ.get("MY_VAR")}
-
-
 @pytest.mark.timeout(180)
 def test_run_returns_each_ranks_value_in_rank_order(spark):
     out, err = io.StringIO(), io.StringIO()
-    results = horovod.spark.run(_collectives, args=(5,), num_proc=2,
+    results = horovod.spark.run(collectives, args=(5,), num_proc=2,
                                 env={"MY_VAR": "given"}, stdout=out,
                                 stderr=err)
-    assert [r["rank"] for r in results] == [0, 1]
-    for r, res in enumerate(results):
-        assert res["size"] == 2
-        assert res["sum"] == 0 + 5 + 1 + 5
-        assert res["gathered"] == [[0, 0], [1, 1]]
-        assert res["root"] == 17
-        assert res["split"] == [r, 100 + r]
-        # Both executors run on this machine: one host, shared memory.
-        assert res["placement"] == (r, 2, 0, 1)
-        assert res["partition_env"] == "given"
+    check_collectives(results, 5)
+    assert [r["my_var"] for r in results] == ["given", "given"]
     lines = out.getvalue().splitlines()
     assert "[0]<stdout>:rank 0 of 2 says hello" in lines, out.getvalue()
     assert "[1]<stdout>:rank 1 of 2 says hello" in lines, out.getvalue()
-
-
-def _raise_on_rank_1():
-    import torch
-
-    import horovod.torch as hvd
-
-    hvd.init()
-    if hvd.rank() == 1:
-        raise KeyError("no such thing")
-    hvd.allreduce(torch.ones(1))
 
 
 @pytest.mark.timeout(120)
@@ -109,7 +75,7 @@ def test_a_rank_that_raises_fails_the_run_with_its_error(spark):
     err = io.StringIO()
     started = time.monotonic()
     with pytest.raises(RuntimeError) as info:
-        horovod.spark.run(_raise_on_rank_1, num_proc=2, stderr=err)
+        horovod.spark.run(raise_on_rank_1, num_proc=2, stderr=err)
     assert time.monotonic() - started < 60
     assert str(info.value) == ("horovod.spark.run: rank 1 raised KeyError: "
                                "'no such thing'")
@@ -121,7 +87,7 @@ def test_a_rank_that_raises_fails_the_run_with_its_error(spark):
 def test_more_ranks_than_task_slots_times_out_naming_the_counts(spark):
     started = time.monotonic()
     with pytest.raises(TimeoutError) as info:
-        horovod.spark.run(_collectives, args=(0,), num_proc=3,
+        horovod.spark.run(collectives, args=(0,), num_proc=3,
                           start_timeout=3)
     assert time.monotonic() - started < 30
     assert str(info.value) == (
@@ -130,16 +96,16 @@ def test_more_ranks_than_task_slots_times_out_naming_the_counts(spark):
         "has 2")
     # The cancelled stage is gone: the next run gets both slots.
     assert [r["rank"] for r in horovod.spark.run(
-        _collectives, args=(0,), num_proc=2, stdout=io.StringIO())] == [0, 1]
+        collectives, args=(0,), num_proc=2, stdout=io.StringIO())] == [0, 1]
 
 
 def test_bad_arguments_are_refused_by_name(spark):
     with pytest.raises(ValueError, match="num_proc=0 is not a positive"):
-        horovod.spark.run(_collectives, num_proc=0)
+        horovod.spark.run(collectives, num_proc=0)
     with pytest.raises(ValueError, match="use_mpi=True is not supported"):
-        horovod.spark.run(_collectives, num_proc=2, use_mpi=True)
+        horovod.spark.run(collectives, num_proc=2, use_mpi=True)
     with pytest.raises(ValueError, match=r"extra_mpi_args='-x A' is not"):
-        horovod.spark.run(_collectives, num_proc=2, extra_mpi_args="-x A")
+        horovod.spark.run(collectives, num_proc=2, extra_mpi_args="-x A")
 
 
 def test_importing_without_pyspark_names_the_package():
@@ -152,34 +118,14 @@ def test_importing_without_pyspark_names_the_package():
                                   "pyspark"), out.stderr
 
 
-def _command_has(process, text):
-    try:
-        return text in " ".join(process.cmdline())
-    except psutil.Error:  # gone, or a zombie
-        return False
-
-
 def _executors():
     return [p for p in psutil.Process().children(recursive=True)
-            if _command_has(p, "CoarseGrainedExecutorBackend")]
+            if command_has(p, "CoarseGrainedExecutorBackend")]
 
 
 def _rank_processes():
     return [p for p in psutil.process_iter()
-            if _command_has(p, "horovod.runner.run_task")]
-
-
-def _allreduce_until_killed(flag):
-    import torch
-
-    import horovod.torch as hvd
-
-    hvd.init()
-    open(flag + str(hvd.rank()), "w").close()
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        hvd.allreduce(torch.ones(1000))
-    return "not killed"
+            if command_has(p, "horovod.runner.run_task")]
 
 
 @pytest.mark.timeout(240)
@@ -196,7 +142,7 @@ def test_an_executor_killed_mid_run_fails_the_run_and_leaves_no_rank(
             time.sleep(0.05)
         time.sleep(0.5)
         for p in _executors():
-            if any(_command_has(c, "run_task")
+            if any(command_has(c, "run_task")
                    for c in p.children(recursive=True)):
                 killed["at"] = time.monotonic()
                 p.kill()
@@ -205,7 +151,7 @@ def test_an_executor_killed_mid_run_fails_the_run_and_leaves_no_rank(
     killer = threading.Thread(target=kill_an_executor_with_a_rank)
     killer.start()
     with pytest.raises(RuntimeError) as info:
-        horovod.spark.run(_allreduce_until_killed, args=(flag,), num_proc=2,
+        horovod.spark.run(allreduce_until_killed, args=(flag,), num_proc=2,
                           stderr=io.StringIO())
     failed_after = time.monotonic() - killed["at"]
     killer.join()
@@ -220,7 +166,7 @@ def test_an_executor_killed_mid_run_fails_the_run_and_leaves_no_rank(
         time.sleep(0.2)
     assert _rank_processes() == []
     # The master replaces the lost executor; the application works on.
-    results = horovod.spark.run(_collectives, args=(0,), num_proc=2,
+    results = horovod.spark.run(collectives, args=(0,), num_proc=2,
                                 start_timeout=120, stdout=io.StringIO())
     assert [r["sum"] for r in results] == [1.0, 1.0]
 
@@ -395,16 +341,7 @@ def test_each_rank_reads_a_disjoint_share_by_row_group(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_spark_digits_example_fits_and_scores():
-    root = os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1",
-               PYSPARK_PYTHON=sys.executable)
-    out = subprocess.run([sys.executable,
-                          os.path.join(root, "examples", "spark_digits.py"),
-                          "--epochs", "8"], capture_output=True, text=True,
-                         timeout=280, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    line = [l for l in out.stdout.splitlines()
-            if l.startswith("final test accuracy:")]
-    assert line, out.stdout[-2000:]
-    assert float(line[0].split()[3]) > 0.9, line[0]
+    accuracy = example_accuracy(
+        "spark_digits.py", "--epochs", "8",
+        env={"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable})
+    assert accuracy > 0.9, accuracy
