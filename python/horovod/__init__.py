@@ -17,8 +17,6 @@ __engine_version__ = "0.1.0"
 # one line saying so, instead of a bare "No module named ...".
 _NOT_BUILT = {
     "horovod.mxnet": "the MXNet adapter",
-    "horovod.spark": "the Spark integration",
-    "horovod.ray": "the Ray integration",
 }
 
 
@@ -31,8 +29,9 @@ class _NotBuiltFinder(importlib.abc.MetaPathFinder):
             if what is not None:
                 raise ModuleNotFoundError(
                     "%s is not available: %s is not part of this build yet "
-                    "(horovod.torch, horovod.tensorflow, horovod.keras and "
-                    "horovod.jax are)" % (top, what), name=fullname)
+                    "(horovod.torch, horovod.tensorflow, horovod.keras, "
+                    "horovod.jax, horovod.spark and horovod.ray are)"
+                    % (top, what), name=fullname)
         return None
 
 
