@@ -60,10 +60,10 @@ model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(),
                             torch.nn.Linear(32, 10))
 fitted = TorchEstimator(
     num_proc=2, model=model,
-    optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+    optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
     loss=torch.nn.functional.cross_entropy, store=LocalStore(sys.argv[1]),
     feature_cols=["features"], label_cols=["label"], batch_size=32,
-    epochs=5, verbose=0).fit(df)
+    epochs=8, verbose=0).fit(df)
 out = fitted.transform(df).toPandas()
 import numpy as np
 accuracy = (np.stack(out["label__output"].to_numpy()).argmax(1)
