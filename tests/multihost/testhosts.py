@@ -250,6 +250,39 @@ def host_pids(i):
     return [int(p) for p in out]
 
 
+def kill_matching(hosts, text, timeout_s=20.0):
+    """SIGKILLs every process on the given hosts whose command line holds
+    `text` (a service a test started there: there is no PID namespace, so
+    the service's own stop command would reach its other instances on the
+    machine) and waits until they are gone."""
+    def matching():
+        found = []
+        for i in hosts:
+            for pid in host_pids(i):
+                try:
+                    with open("/proc/%d/cmdline" % pid, "rb") as f:
+                        if text.encode() in f.read():
+                            found.append(pid)
+                except OSError:
+                    pass
+        return found
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = matching()
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("processes matching %r outlived SIGKILL: %s"
+                               % (text, left))
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.2)
+
+
 def exec_argv(i, argv, cwd=None):
     """The command line that runs argv inside host i, in folder cwd (default:
     the current one; the hosts share the machine's files)."""

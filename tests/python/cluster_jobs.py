@@ -70,6 +70,17 @@ def allreduce_until_killed(flag):
     return "not killed"
 
 
+def ranks_running(flag, ranks, timeout_s):
+    """Waits until each of `ranks` has created `flag<rank>`; False if they
+    have not within timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while not all(os.path.exists(flag + str(r)) for r in ranks):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def command_has(process, text):
     """Whether a psutil process's command line holds `text` (False for
     one that is gone or a zombie)."""

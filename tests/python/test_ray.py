@@ -19,7 +19,7 @@ import ray.cloudpickle  # noqa: E402
 import cluster_jobs  # noqa: E402
 from cluster_jobs import (allreduce_until_killed, check_collectives,  # noqa: E402
                           collectives, command_has, example_accuracy,
-                          raise_on_rank_1)
+                          raise_on_rank_1, ranks_running)
 
 from horovod.ray import RayExecutor  # noqa: E402
 
@@ -115,10 +115,7 @@ def test_a_worker_killed_mid_run_fails_run_naming_its_rank(executor,
 
     runner = threading.Thread(target=run)
     runner.start()
-    deadline = time.monotonic() + 60
-    while not all(os.path.exists(flag + str(r)) for r in (0, 1)):
-        assert time.monotonic() < deadline, "the ranks never started"
-        time.sleep(0.05)
+    assert ranks_running(flag, (0, 1), 60), "the ranks never started"
     killed_at = time.monotonic()
     os.kill(pids[1], signal.SIGKILL)
     runner.join(60)
@@ -231,10 +228,7 @@ def test_elastic_executor_goes_on_when_a_worker_dies(cluster, tmp_path):
 
     runner = threading.Thread(target=run)
     runner.start()
-    deadline = time.monotonic() + 90
-    while not all(os.path.exists(flag + str(r)) for r in (0, 1)):
-        assert time.monotonic() < deadline, "two workers never trained"
-        time.sleep(0.05)
+    assert ranks_running(flag, (0, 1), 90), "two workers never trained"
     workers = [p for p in psutil.process_iter()
                if command_has(p, "ElasticWorker")]
     assert len(workers) == 2, [p.cmdline() for p in workers]

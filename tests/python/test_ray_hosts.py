@@ -7,9 +7,7 @@ file)."""
 
 import json
 import os
-import time
 
-import psutil
 import pytest
 
 from test_multihost import PY, ROOT, hosts, on_host  # noqa: F401 - fixture
@@ -77,35 +75,6 @@ ex.shutdown()
 '''
 
 
-def _ray_processes(i):
-    found = []
-    for pid in testhosts.host_pids(i):
-        try:
-            if "ray" in " ".join(psutil.Process(pid).cmdline()):
-                found.append(pid)
-        except psutil.Error:
-            pass
-    return found
-
-
-def _stop_ray():
-    """Kills every Ray process on both hosts (there is no PID namespace:
-    `ray stop` would reach other Ray instances on the machine) and waits
-    until they are gone."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        left = _ray_processes(1) + _ray_processes(2)
-        if not left:
-            return
-        for pid in left:
-            try:
-                psutil.Process(pid).kill()
-            except psutil.Error:
-                pass
-        time.sleep(0.2)
-    raise AssertionError("Ray processes outlived SIGKILL: %s" % left)
-
-
 @pytest.fixture(scope="module")
 def cluster(hosts):  # noqa: F811 - the imported fixture
     env = ["env", "RAY_AUTH_MODE=token"]
@@ -122,7 +91,7 @@ def cluster(hosts):  # noqa: F811 - the imported fixture
         assert out.returncode == 0, out.stderr[-3000:]
         yield
     finally:
-        _stop_ray()
+        testhosts.kill_matching((1, 2), "ray")
 
 
 def _driver(tmp_path, *args, per_host=1):

@@ -20,7 +20,7 @@ import cloudpickle  # noqa: E402
 import cluster_jobs  # noqa: E402
 from cluster_jobs import (allreduce_until_killed, check_collectives,  # noqa: E402
                           collectives, command_has, example_accuracy,
-                          raise_on_rank_1)
+                          raise_on_rank_1, ranks_running)
 
 import horovod.spark  # noqa: E402
 
@@ -135,11 +135,8 @@ def test_an_executor_killed_mid_run_fails_the_run_and_leaves_no_rank(
     killed = {}
 
     def kill_an_executor_with_a_rank():
-        deadline = time.monotonic() + 120
-        while not (os.path.exists(flag + "0") and os.path.exists(flag + "1")):
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.05)
+        if not ranks_running(flag, (0, 1), 120):
+            return
         time.sleep(0.5)
         for p in _executors():
             if any(command_has(c, "run_task")

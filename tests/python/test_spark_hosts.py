@@ -7,9 +7,7 @@ under /tmp is a shared store."""
 
 import json
 import os
-import time
 
-import psutil
 import pytest
 
 from test_multihost import PY, ROOT, hosts, on_host  # noqa: F401 - fixture
@@ -80,34 +78,6 @@ def _spark_class():
                         "spark-class")
 
 
-def _spark_processes(i):
-    found = []
-    for pid in testhosts.host_pids(i):
-        try:
-            if "org.apache.spark" in " ".join(psutil.Process(pid).cmdline()):
-                found.append(pid)
-        except psutil.Error:
-            pass
-    return found
-
-
-def _stop_spark():
-    """Kills the master, the workers and their executors (every Spark JVM
-    in the hosts' namespaces) and waits until they are gone."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        left = sum((_spark_processes(i) for i in (1, 2, 3)), [])
-        if not left:
-            return
-        for pid in left:
-            try:
-                psutil.Process(pid).kill()
-            except psutil.Error:
-                pass
-        time.sleep(0.2)
-    raise AssertionError("Spark processes outlived SIGKILL: %s" % left)
-
-
 @pytest.fixture(scope="module")
 def cluster(hosts, tmp_path_factory):  # noqa: F811 - the imported fixture
     import subprocess
@@ -135,7 +105,7 @@ def cluster(hosts, tmp_path_factory):  # noqa: F811 - the imported fixture
                       "1g", "--webui-port", "18081", MASTER])
         yield work
     finally:
-        _stop_spark()
+        testhosts.kill_matching((1, 2, 3), "org.apache.spark")
         for log in logs:
             log.close()
 

@@ -87,9 +87,10 @@ class DriverClient:
         (SystemExit)."""
         # A port for the engine's controller, should this worker become rank
         # 0: held while waiting so no other worker on this host reports it.
-        reserve = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        from horovod.runner.placement import reserve_port
+
+        reserve = reserve_port(bind_addr or "127.0.0.1")
         try:
-            reserve.bind((bind_addr or "127.0.0.1", 0))
             reply = self._ask({"op": "join", "worker": self.worker,
                                "port": reserve.getsockname()[1]},
                               self._timeout_s + _SLACK_S)

@@ -20,6 +20,7 @@ import signal
 
 from horovod.runner import discovery
 from horovod.runner.elastic_driver import ElasticDriver
+from horovod.runner.probe import nic_address
 
 
 class _Settings:
@@ -210,7 +211,7 @@ class ElasticRayExecutor:
         def probe(host):
             if not s.nics:
                 return host
-            return ray.get(ray.remote(num_cpus=0)(_nic_address).options(
+            return ray.get(ray.remote(num_cpus=0)(nic_address).options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(
                     self._nodes.node_ids[host], soft=False)).remote(s.nics),
                 timeout=60)
@@ -250,12 +251,3 @@ class ElasticRayExecutor:
         ranks = sorted(done, key=lambda o: o[2])
         return [o[1] for o in ranks]
 
-
-def _nic_address(nics):
-    from horovod.runner.probe import interfaces
-    found = interfaces()
-    for name in nics:
-        if name in found:
-            return found[name]
-    raise ValueError("this node has none of the interfaces %s"
-                     % ", ".join(sorted(nics)))

@@ -20,6 +20,7 @@ import secrets
 import time
 
 from horovod.runner.placement import assign_ranks, rank_env
+from horovod.runner.run_api import first_line, rank_raised
 from horovod.ray.worker import BaseHorovodWorker
 
 # After the first failure, how long other ranks' reports may still arrive:
@@ -253,14 +254,8 @@ class RayExecutor:
             rank, error = died[0]
             raise RuntimeError("RayExecutor.%s: rank %d's worker (on %s) "
                                "died: %s" % (what, rank, self._hosts[rank],
-                                             _first_line(error))) from error
+                                             first_line(error))) from error
         rank, error = failures[0]
         cause = getattr(error, "cause", None) or error
-        raise RuntimeError("RayExecutor.%s: rank %d raised %s: %s"
-                           % (what, rank, type(cause).__name__, cause)) \
+        raise RuntimeError(rank_raised("RayExecutor." + what, rank, cause)) \
             from cause
-
-
-def _first_line(error):
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -24,22 +24,14 @@ class BaseHorovodWorker:
         be rank 0) that stays held until the first function runs."""
         import ray
 
-        from horovod.runner.placement import host_key
+        from horovod.runner.placement import host_key, reserve_port
 
         addr = ray.util.get_node_ip_address()
         if nics:
-            from horovod.runner.probe import interfaces
-            found = interfaces()
-            named = [found[n] for n in nics if n in found]
-            if not named:
-                raise ValueError(
-                    "host %s has none of the interfaces %s (it has %s)"
-                    % (socket.gethostname(), ", ".join(sorted(nics)),
-                       ", ".join(sorted(found))))
-            addr = named[0]
+            from horovod.runner.probe import nic_address
+            addr = nic_address(nics)
         self._release()
-        self._reserve = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._reserve.bind((addr, 0))
+        self._reserve = reserve_port(addr)
         return {"host": host_key(), "addr": addr,
                 "port": self._reserve.getsockname()[1],
                 "hostname": socket.gethostname(), "pid": os.getpid()}

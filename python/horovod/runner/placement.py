@@ -25,6 +25,20 @@ def host_key():
     return key + "/" + boot[0] if boot else key
 
 
+def reserve_port(addr):
+    """A socket bound to a free port on `addr`, held so no other process
+    on the host reports the same port while a rank's placement is being
+    agreed; close it just before the rank (rank 0: the engine's
+    controller) listens there."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((addr, 0))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def assign_ranks(hosts):
     """For `hosts` (one host key per process) the placement of each process,
     in list order: dicts with rank, size, local_rank, local_size,

@@ -45,6 +45,18 @@ def interfaces():
     return out
 
 
+def nic_address(nics):
+    """The address of the first of the interfaces `nics` this host has;
+    ValueError naming the host and what it has when it has none."""
+    found = interfaces()
+    for name in nics:
+        if name in found:
+            return found[name]
+    raise ValueError("host %s has none of the interfaces %s (it has %s)"
+                     % (socket.gethostname(), ", ".join(sorted(nics)),
+                        ", ".join(sorted(found))))
+
+
 def _serve_one(conn, secret):
     with conn:
         try:

@@ -79,6 +79,19 @@ class _Server:
             self.listener.close()
 
 
+def rank_raised(who, rank, error):
+    """How every launcher words a rank whose function raised `error`."""
+    return "%s: rank %d raised %s: %s" % (who, rank, type(error).__name__,
+                                          error)
+
+
+def first_line(error):
+    """An error's first line (a Spark or Ray error carries a whole remote
+    traceback)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def _address_toward(addrs):
     """This host's address on the route to the job's first host."""
     target = next(iter(addrs.values()))
@@ -150,8 +163,8 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
     failed = [(r, o[1]) for r, o in sorted(outcomes.items()) if not o[0]]
     if failed:
         rank, error = failed[0]
-        raise RuntimeError("horovod.run: rank %d raised %s: %s"
-                           % (rank, type(error).__name__, error)) from error
+        raise RuntimeError(rank_raised("horovod.run", rank, error)) \
+            from error
     if code != 0:
         raise RuntimeError("horovod.run: the job failed (exit code %d)" % code)
     if elastic:

@@ -248,15 +248,15 @@ def _wait(service, spark_job, num_proc, start_timeout, started_at, sc,
                     "horovod.spark.run: rank %s ended without a result (its "
                     "process or executor died: %s)" % (who, lost[who]))
             rank, error = failed[0]
-            raise RuntimeError("horovod.spark.run: rank %d raised %s: %s"
-                               % (rank, type(error).__name__, error)) from error
+            raise RuntimeError(run_api.rank_raised(
+                "horovod.spark.run", rank, error)) from error
         if len(outcomes) == num_proc and first_failure is None:
             spark_job.done.wait(_FINISH_S)
             return [outcomes[r][1] for r in range(num_proc)]
         if spark_job.done.is_set() and first_failure is None:
             if spark_job.error is not None:
                 raise RuntimeError("horovod.spark.run: the Spark job failed: "
-                                   "%s" % _first_line(spark_job.error)) \
+                                   "%s" % run_api.first_line(spark_job.error)) \
                     from spark_job.error
             missing = [r for r in range(num_proc) if r not in outcomes]
             codes = spark_job.codes or {}
@@ -271,7 +271,3 @@ def _wait(service, spark_job, num_proc, start_timeout, started_at, sc,
                 % (started, num_proc, start_timeout, num_proc,
                    sc.defaultParallelism))
 
-
-def _first_line(error):
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -25,7 +25,8 @@ import threading
 
 from horovod.runner import auth
 from horovod.runner.hosts import die_with_parent
-from horovod.runner.placement import assign_ranks, host_key, rank_env
+from horovod.runner.placement import (assign_ranks, host_key, rank_env,
+                                      reserve_port)
 
 # Output relayed per frame: a kind byte (b"o" stdout, b"e" stderr), then
 # the bytes as they came.
@@ -59,14 +60,11 @@ def bind_address(executor_addr, nics):
     """The address this task's rank listens on: its executor's, or that of
     the first of `nics` this host has."""
     if nics:
-        from horovod.runner.probe import interfaces
-        found = interfaces()
-        for name in nics:
-            if name in found:
-                return found[name]
-        raise TaskError("host %s has none of the interfaces %s (it has %s)"
-                        % (socket.gethostname(), ", ".join(sorted(nics)),
-                           ", ".join(sorted(found))))
+        from horovod.runner.probe import nic_address
+        try:
+            return nic_address(nics)
+        except ValueError as e:
+            raise TaskError(str(e)) from None
     try:
         return socket.gethostbyname(executor_addr)
     except OSError as e:
@@ -127,9 +125,8 @@ def run_rank(job, _rows):
     host = host_key()
     # Held until the child starts, so no other task on this host reports
     # the same port; rank 0's becomes the controller's.
-    reserve = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    reserve = reserve_port(bind)
     try:
-        reserve.bind((bind, 0))
         mine = {"partition": partition, "host": host, "addr": bind,
                 "port": reserve.getsockname()[1]}
         peers = [_verified(secret, m) for m in

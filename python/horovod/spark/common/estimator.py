@@ -260,6 +260,24 @@ class HorovodModel(Model):
         return df.mapInPandas(add_predictions, StructType(fields))
 
 
+class Predictor:
+    """What `_predictor()` returns: built from a picklable `state`, it
+    builds the model (`_build(state)`) once per process, on its first call,
+    and never pickles the built model."""
+
+    def __init__(self, state):
+        self._state = state
+        self._model = None
+
+    def __getstate__(self):
+        return {"_state": self._state, "_model": None}
+
+    def model(self):
+        if self._model is None:
+            self._model = self._build(self._state)
+        return self._model
+
+
 def _features(frame, cols):
     import numpy as np
 

@@ -23,13 +23,11 @@ def total_rows(path):
                for f in parquet_files(path))
 
 
-def read_shard(path, columns, rank, size):
-    """{column: numpy array} of this rank's rows: scalars as a 1-D array,
-    fixed-length arrays as a 2-D one."""
-    import pyarrow as pa
+def _row_groups(path):
+    """[(file, row group, first row, rows)] of the folder, and its rows."""
     import pyarrow.parquet as pq
 
-    groups = []  # (file, row group, first row, rows)
+    groups = []
     first = 0
     for f in parquet_files(path):
         meta = pq.ParquetFile(f).metadata
@@ -37,6 +35,29 @@ def read_shard(path, columns, rank, size):
             rows = meta.row_group(g).num_rows
             groups.append((f, g, first, rows))
             first += rows
+    return groups, first
+
+
+def read_even_shard(path, columns, rank, size):
+    """read_shard's share cut to the smallest share (N // size rows), so
+    every rank holds as many rows; returns (share, rows)."""
+    groups, total = _row_groups(path)
+    rows = total // size
+    share = _read(groups, total, columns, rank, size)
+    return {c: a[:rows] for c, a in share.items()}, rows
+
+
+def read_shard(path, columns, rank, size):
+    """{column: numpy array} of this rank's rows: scalars as a 1-D array,
+    fixed-length arrays as a 2-D one."""
+    groups, total = _row_groups(path)
+    return _read(groups, total, columns, rank, size)
+
+
+def _read(groups, first, columns, rank, size):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     lo, hi = rank * first // size, (rank + 1) * first // size
     tables = []
     for f, g, start, rows in groups:

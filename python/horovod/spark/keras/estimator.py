@@ -11,7 +11,8 @@ several are its inputs in order; likewise labels and outputs.
 
 
 from horovod.spark.common.estimator import (COMMON_PARAMS, HorovodEstimator,
-                                            HorovodModel, with_accessors)
+                                            HorovodModel, Predictor,
+                                            with_accessors)
 from horovod.spark.keras.remote import WEIGHTS_SUFFIX
 
 
@@ -61,26 +62,21 @@ class KerasEstimator(HorovodEstimator):
                           ).learn_output_sizes(spec["train_path"])
 
 
-class _Predictor:
-    """Builds the model once per process, from its JSON and weights."""
+class _Predictor(Predictor):
+    """The model, from its JSON, weights and custom objects."""
 
-    def __init__(self, model_json, weights, custom_objects):
-        self._state = (model_json, weights, custom_objects)
-        self._model = None
-
-    def __getstate__(self):
-        return {"_state": self._state, "_model": None}
-
-    def __call__(self, columns):
+    def _build(self, state):
         import keras
 
-        if self._model is None:
-            model_json, weights, custom = self._state
-            self._model = keras.models.model_from_json(
-                model_json, custom_objects=custom or {})
-            self._model.set_weights(weights)
+        model_json, weights, custom = state
+        model = keras.models.model_from_json(model_json,
+                                             custom_objects=custom or {})
+        model.set_weights(weights)
+        return model
+
+    def __call__(self, columns):
         inputs = columns[0] if len(columns) == 1 else columns
-        out = self._model.predict(inputs, verbose=0)
+        out = self.model().predict(inputs, verbose=0)
         return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
@@ -98,5 +94,5 @@ class KerasModel(HorovodModel):
         return self.model
 
     def _predictor(self):
-        return _Predictor(self.model.to_json(), self.model.get_weights(),
-                          self.custom_objects)
+        return _Predictor((self.model.to_json(), self.model.get_weights(),
+                           self.custom_objects))

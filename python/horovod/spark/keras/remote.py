@@ -20,7 +20,7 @@ def train(spec):
     import keras
 
     import horovod.keras as hvd
-    from horovod.spark.common.shard import read_shard, total_rows
+    from horovod.spark.common.shard import read_even_shard
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
@@ -39,10 +39,9 @@ def train(spec):
     features, labels = spec["feature_cols"], spec["label_cols"]
 
     def load(path):
-        data = read_shard(path, features + labels, rank, size)
-        rows = total_rows(path) // size  # the smallest share
-        return (_inputs([data[c][:rows] for c in features]),
-                _inputs([data[c][:rows] for c in labels]))
+        data, _ = read_even_shard(path, features + labels, rank, size)
+        return (_inputs([data[c] for c in features]),
+                _inputs([data[c] for c in labels]))
 
     x, y = load(spec["train_path"])
     validation = load(spec["val_path"]) if spec["val_path"] else None

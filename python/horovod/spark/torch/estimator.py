@@ -13,7 +13,8 @@ Float columns become float32 tensors, integer labels int64.
 import io
 
 from horovod.spark.common.estimator import (COMMON_PARAMS, HorovodEstimator,
-                                            HorovodModel, with_accessors)
+                                            HorovodModel, Predictor,
+                                            with_accessors)
 
 
 @with_accessors
@@ -60,29 +61,24 @@ class TorchEstimator(HorovodEstimator):
                           run_id).learn_output_sizes(spec["train_path"])
 
 
-class _Predictor:
-    """Builds the model once per process, from its pickled form."""
+class _Predictor(Predictor):
+    """The module, from its pickled form."""
 
-    def __init__(self, blob):
-        self._blob = blob
-        self._model = None
-
-    def __getstate__(self):
-        return {"_blob": self._blob, "_model": None}
+    def _build(self, blob):
+        import cloudpickle
+        model = cloudpickle.loads(blob)
+        model.eval()
+        return model
 
     def __call__(self, columns):
-        import cloudpickle
         import torch
 
-        if self._model is None:
-            self._model = cloudpickle.loads(self._blob)
-            self._model.eval()
         inputs = []
         for a in columns:
             t = torch.from_numpy(a)
             inputs.append(t.float() if t.is_floating_point() else t)
         with torch.no_grad():
-            out = self._model(*inputs)
+            out = self.model()(*inputs)
         outs = out if isinstance(out, (list, tuple)) else [out]
         return [o.numpy() for o in outs]
 

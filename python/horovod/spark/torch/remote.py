@@ -39,7 +39,7 @@ def train(spec):
     import torch
 
     import horovod.torch as hvd
-    from horovod.spark.common.shard import read_shard, total_rows
+    from horovod.spark.common.shard import read_even_shard
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
@@ -52,10 +52,9 @@ def train(spec):
     def load(path):
         if path is None:
             return None
-        data = read_shard(path, features + labels, rank, size)
-        rows = total_rows(path) // size  # the smallest share
-        return ([_tensors([data[c][:rows] for c in features], torch),
-                 _labels([data[c][:rows] for c in labels], torch)], rows)
+        data, rows = read_even_shard(path, features + labels, rank, size)
+        return ([_tensors([data[c] for c in features], torch),
+                 _labels([data[c] for c in labels], torch)], rows)
 
     train_data, rows = load(spec["train_path"])
     val = load(spec["val_path"])
