@@ -68,6 +68,9 @@ def spark_section(np, trials):
         horovod.spark.run(first_collective, num_proc=np)  # warm the JVMs
         measure("horovod.spark.run", np, trials,
                 lambda: horovod.spark.run(first_collective, num_proc=np))
+        measure("horovod.spark.run_elastic", np, trials,
+                lambda: horovod.spark.run_elastic(first_collective,
+                                                  num_proc=np, verbose=0))
     finally:
         spark.stop()
 

@@ -70,6 +70,56 @@ def allreduce_until_killed(flag):
     return "not killed"
 
 
+def elastic_training(flag, steps, stop=None):
+    """Counts committed steps in an hvd.elastic job; each step allreduces
+    the step number, so a lost or repeated step shows in the total. Each
+    rank marks `flag<rank>` once training; rank 0 writes the job's size to
+    `flag`size at each step. Ends after `steps` steps, or at the step at
+    which rank 0 sees the file `stop` (all ranks together). Returns (steps,
+    total, size, the size at each step)."""
+    import torch
+
+    import horovod.torch as hvd
+
+    hvd.init()
+    model = torch.nn.Linear(1, 1)
+    state = hvd.elastic.TorchState(model, step=0, total=0.0, sizes=[])
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < steps:
+            if not os.path.exists(flag + str(hvd.rank())):
+                open(flag + str(hvd.rank()), "w").close()
+            if hvd.rank() == 0:
+                with open(flag + "size.tmp", "w") as f:
+                    f.write(str(hvd.size()))
+                os.replace(flag + "size.tmp", flag + "size")
+            halt = float(hvd.rank() == 0 and stop is not None and
+                         os.path.exists(stop))
+            value, halt = hvd.allreduce(
+                torch.tensor([float(state.step), halt]), op=hvd.Max,
+                name="step").tolist()
+            state.total += value
+            state.sizes.append(hvd.size())
+            state.step += 1
+            state.commit()
+            if halt:
+                break
+            time.sleep(0.02)
+        return state.step, state.total, hvd.size(), state.sizes
+
+    return train(state)
+
+
+def job_size(flag):
+    """The size rank 0 of elastic_training wrote last (0: none yet)."""
+    try:
+        with open(flag + "size") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 0
+
+
 def ranks_running(flag, ranks, timeout_s):
     """Waits until each of `ranks` has created `flag<rank>`; False if they
     have not within timeout_s."""

@@ -56,9 +56,10 @@ def test_blacklist_cooldown_doubles_up_to_its_maximum():
     hosts = HostManager((2, 5), clock=lambda: now[0])
     hosts.update({"a": 1, "b": 2})
     assert hosts.blacklist("b") == 2
-    assert hosts.usable() == [("a", 1)] and hosts.could_change()
+    assert hosts.usable() == [("a", (0,))] and hosts.could_change()
     now[0] += 2
-    assert hosts.readmitted() == ["b"] and hosts.usable() == [("a", 1), ("b", 2)]
+    assert hosts.readmitted() == ["b"] and hosts.usable() == [("a", (0,)),
+                                                      ("b", (0, 1))]
     assert hosts.blacklist("b") == 4
     assert hosts.blacklist("b") == 5  # capped
     forever = HostManager(None, clock=lambda: now[0])
@@ -274,16 +275,70 @@ def test_reset_limit_stops_the_job():
     assert any("job failed: the job re-formed" in l for l in job.log), job.log
 
 
-def test_too_few_workers_fail_the_job_after_the_elastic_timeout():
-    job = Job({"localhost": 2}, np=2, timeout_s=0.5)
+def test_too_few_workers_fail_the_job_once_none_can_start():
+    job = Job({"localhost": 2}, np=2, timeout_s=60)
     workers = job.wait_started(2)
-    workers[0].proc.code = 1
+    workers[0].proc.code = 1  # its host is blacklisted for good
     t0 = time.monotonic()
     reply = job.join_all(workers[1:])[0]
     assert isinstance(reply, HorovodInternalError)
-    assert "only 1 of the 2 workers needed (-np) were available" in str(reply)
+    assert "only 1 of the 2 workers needed (-np) were available, and no " \
+        "more can start" in str(reply)
     job.thread.join(10)
     assert job.code == 1 and time.monotonic() - t0 < 5
+
+
+def test_too_few_workers_wait_for_a_cooling_host_until_the_timeout():
+    job = Job({"localhost": 2}, np=2, timeout_s=0.5, cooldown=(100, 100))
+    workers = job.wait_started(2)
+    workers[0].proc.code = 1
+    reply = job.join_all(workers[1:])[0]
+    assert isinstance(reply, HorovodInternalError)
+    assert "only 1 of the 2 workers needed (-np) were available for" in \
+        str(reply) and "(--elastic-timeout)" in str(reply)
+    job.thread.join(10)
+    assert job.code == 1
+
+
+def test_slots_with_holes_and_a_lost_slot_that_blacklists_nothing():
+    listing = {"h": [0, 3]}
+
+    class Listing:
+        may_add = True
+
+        def find(self):
+            return dict(listing)
+
+    job = Job(None, np=2, min_np=1, discovery=Listing())
+    workers = job.wait_started(2)
+    assert sorted(w.slot for w in workers) == [0, 3]
+    job.join_all(workers)
+    # Slot 0's task ends and takes its worker along: no blacklisting, the
+    # survivor goes on alone, and the slot's return brings a new worker.
+    listing["h"] = [3]
+    workers[0].lost = "its Spark task ended"
+    workers[0].proc.code = -9
+    assert job.wait_changed(workers[1], 1)["changed"]
+    assert job.join_all(workers[1:])[0]["size"] == 1
+    listing["h"] = [0, 3]
+    new = job.wait_started(3)[2]
+    assert new.slot == 0 and new.host == "h"
+    assert any("gone with its slot (its Spark task ended)" in l
+               for l in job.log), job.log
+    assert not any("blacklisted" in l for l in job.log), job.log
+    replies = job.join_all([workers[1], new])
+    assert sorted(r["rank"] for r in replies) == [0, 1], (replies, job.log)
+    assert job.finish([workers[1], new]) == 0
+
+
+def test_a_launcher_stops_the_job_with_its_reason():
+    job = Job({"localhost": 2}, np=2)
+    workers = job.wait_started(2)
+    job.driver.fail("the Spark job failed: boom")
+    job.thread.join(10)
+    assert job.code == 1 and all(w.proc.signals for w in workers)
+    assert any("job failed: the Spark job failed: boom" in l
+               for l in job.log), job.log
 
 
 def test_a_host_gone_from_discovery_tells_its_workers_to_leave(tmp_path):

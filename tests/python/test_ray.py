@@ -18,8 +18,8 @@ import ray.cloudpickle  # noqa: E402
 
 import cluster_jobs  # noqa: E402
 from cluster_jobs import (allreduce_until_killed, check_collectives,  # noqa: E402
-                          collectives, command_has, example_accuracy,
-                          raise_on_rank_1, ranks_running)
+                          collectives, command_has, elastic_training,
+                          example_accuracy, raise_on_rank_1, ranks_running)
 
 from horovod.ray import RayExecutor  # noqa: E402
 
@@ -183,34 +183,6 @@ def test_ray_digits_example_trains_through_the_executor():
     assert example_accuracy("ray_digits.py") > 0.9
 
 
-def _elastic_training(flag, steps):
-    """Counts committed steps in an hvd.elastic job; each step allreduces
-    the step number, so a lost or repeated step shows in the total."""
-    import torch
-
-    import horovod.torch as hvd
-
-    hvd.init()
-    model = torch.nn.Linear(1, 1)
-    state = hvd.elastic.TorchState(model, step=0, total=0.0, sizes=[])
-
-    @hvd.elastic.run
-    def train(state):
-        while state.step < steps:
-            if not os.path.exists(flag + str(hvd.rank())):
-                open(flag + str(hvd.rank()), "w").close()
-            value = hvd.allreduce(torch.tensor([float(state.step)]),
-                                  op=hvd.Max, name="step").item()
-            state.total += value
-            state.sizes.append(hvd.size())
-            state.step += 1
-            state.commit()
-            time.sleep(0.02)
-        return state.step, state.total, hvd.size(), state.sizes
-
-    return train(state)
-
-
 @pytest.mark.timeout(240)
 def test_elastic_executor_goes_on_when_a_worker_dies(cluster, tmp_path):
     from horovod.ray import ElasticRayExecutor
@@ -224,7 +196,7 @@ def test_elastic_executor_goes_on_when_a_worker_dies(cluster, tmp_path):
     outcome = {}
 
     def run():
-        outcome["results"] = ex.run(lambda: _elastic_training(flag, 150))
+        outcome["results"] = ex.run(lambda: elastic_training(flag, 150))
 
     runner = threading.Thread(target=run)
     runner.start()

@@ -19,8 +19,9 @@ import cloudpickle  # noqa: E402
 
 import cluster_jobs  # noqa: E402
 from cluster_jobs import (allreduce_until_killed, check_collectives,  # noqa: E402
-                          collectives, command_has, example_accuracy,
-                          raise_on_rank_1, ranks_running)
+                          collectives, command_has, elastic_training,
+                          example_accuracy, job_size, raise_on_rank_1,
+                          ranks_running)
 
 import horovod.spark  # noqa: E402
 
@@ -166,6 +167,130 @@ def test_an_executor_killed_mid_run_fails_the_run_and_leaves_no_rank(
     results = horovod.spark.run(collectives, args=(0,), num_proc=2,
                                 start_timeout=120, stdout=io.StringIO())
     assert [r["sum"] for r in results] == [1.0, 1.0]
+
+
+# ----- run_elastic ----------------------------------------------------------
+
+
+def _no_rank_left(timeout_s=30):
+    deadline = time.monotonic() + timeout_s
+    while _rank_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _rank_processes() == []
+
+
+def _wait_for(condition, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.timeout(240)
+def test_run_elastic_returns_the_last_rounds_values(spark, tmp_path):
+    flag = str(tmp_path / "step")
+    results = horovod.spark.run_elastic(elastic_training, args=(flag, 40),
+                                        num_proc=2, verbose=0,
+                                        stdout=io.StringIO(),
+                                        stderr=io.StringIO())
+    assert len(results) == 2
+    for steps, total, size, sizes in results:
+        assert (steps, total, size) == (40, sum(range(40)), 2)
+        assert set(sizes) == {2}
+    assert _no_rank_left()
+
+
+@pytest.mark.timeout(300)
+def test_run_elastic_goes_on_without_a_lost_executor_and_grows_back(
+        spark, tmp_path, capsys):
+    flag, stop = str(tmp_path / "step"), str(tmp_path / "stop")
+    outcome = {}
+
+    def run():
+        try:
+            outcome["results"] = horovod.spark.run_elastic(
+                elastic_training, args=(flag, 100000, stop), num_proc=2,
+                min_num_proc=1, elastic_timeout=120, stdout=io.StringIO(),
+                stderr=io.StringIO())
+        except BaseException as e:  # noqa: B902 - reported by the test
+            outcome["error"] = e
+
+    job = threading.Thread(target=run)
+    job.start()
+    try:
+        assert ranks_running(flag, (0, 1), 120), outcome
+        assert _wait_for(lambda: job_size(flag) == 2, 30)
+        victim = next(p for p in _executors()
+                      if any(command_has(c, "run_task")
+                             for c in p.children(recursive=True)))
+        victim.kill()
+        killed_at = time.monotonic()
+        assert _wait_for(lambda: job_size(flag) == 1, 60), outcome
+        shrunk_after = time.monotonic() - killed_at
+        # The master starts a new executor, Spark retries the lost slot's
+        # task there, and its new worker joins at the next commit.
+        assert _wait_for(lambda: job_size(flag) == 2, 180), outcome
+        grown_after = time.monotonic() - killed_at
+    finally:
+        open(stop, "w").close()
+        job.join(120)
+    results = outcome["results"]
+    assert len(results) == 2
+    steps, total, _, sizes = results[0]
+    assert all(r[0] == steps and r[1] == total for r in results)
+    assert total == sum(range(steps))  # every step counted once
+    assert sizes[0] == 2 and 1 in sizes and sizes[-1] == 2
+    err = capsys.readouterr().err
+    assert "is gone with its slot (the Spark task of slot" in err, err
+    with capsys.disabled():
+        print("run_elastic: an executor's death shrank the job after %.2f s; "
+              "its slot's new worker joined after %.2f s"
+              % (shrunk_after, grown_after))
+    assert "blacklisted" not in err, err
+    assert _no_rank_left()
+
+
+@pytest.mark.timeout(180)
+def test_run_elastic_fails_when_its_workers_raise(spark):
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        horovod.spark.run_elastic(raise_on_rank_1, num_proc=2, verbose=0,
+                                  stdout=io.StringIO(), stderr=io.StringIO())
+    assert time.monotonic() - started < 60
+    assert re.match(r"horovod\.spark\.run_elastic: the job failed: (only 1 "
+                    r"of the 2 workers needed \(min_num_proc\) were "
+                    r"available, and no more can start|no host is left)",
+                    str(info.value)), str(info.value)
+    assert isinstance(info.value.__cause__, KeyError)
+    assert _no_rank_left()
+
+
+@pytest.mark.timeout(120)
+def test_run_elastic_with_too_few_slots_fails_after_start_timeout(spark):
+    with pytest.raises(RuntimeError) as info:
+        horovod.spark.run_elastic(collectives, args=(0,), num_proc=3,
+                                  start_timeout=3, verbose=0)
+    assert re.fullmatch(r"horovod\.spark\.run_elastic: the job failed: only "
+                        r"2 of the 3 workers needed \(num_proc\) were "
+                        r"available for [0-9.]+s \(start_timeout\)",
+                        str(info.value)), str(info.value)
+    assert _no_rank_left()
+
+
+def test_run_elastic_refuses_bad_sizes_by_name(spark):
+    run = horovod.spark.run_elastic
+    with pytest.raises(ValueError, match="num_proc=0 is not a positive"):
+        run(collectives, num_proc=0)
+    with pytest.raises(ValueError, match="needs min_num_proc <= num_proc <= "
+                                         "max_num_proc, not 3, 2, 2"):
+        run(collectives, num_proc=2, min_num_proc=3)
+    with pytest.raises(ValueError, match="not 1, 2, 1"):
+        run(collectives, num_proc=2, min_num_proc=1, max_num_proc=1)
+    with pytest.raises(ValueError, match="max_num_proc=4 and max_np=3 "
+                                         "disagree"):
+        run(collectives, max_num_proc=4, max_np=3)
 
 
 # ----- Estimators -----------------------------------------------------------

@@ -2,7 +2,7 @@
 test host hvd-h1, a one-core worker on hvd-h2 and another on hvd-h3
 (tests/multihost/testhosts.py: network namespaces, each with its own
 address, hostname and /dev/shm), and a driver on hvd-h1 as a user of that
-cluster runs one. The hosts share this machine's files, so a LocalStore
+cluster runs a job, an elastic job and an Estimator. The hosts share this machine's files, so a LocalStore
 under /tmp is a shared store."""
 
 import json
@@ -43,6 +43,27 @@ def collectives():
 print("RESULTS " + json.dumps(horovod.spark.run(collectives, num_proc=2,
                                                 start_timeout=120)),
       flush=True)
+
+def elastic_steps():
+    import socket, torch
+    import horovod.torch as hvd
+    hvd.init()
+    state = hvd.elastic.ObjectState(step=0, total=0.0)
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < 20:
+            state.total += hvd.allreduce(torch.tensor([float(state.step)]),
+                                         op=hvd.Sum).item()
+            state.step += 1
+            state.commit()
+        return {"rank": hvd.rank(), "host": socket.gethostname(),
+                "cross_size": hvd.cross_size(), "total": state.total}
+
+    return train(state)
+
+print("ELASTIC " + json.dumps(horovod.spark.run_elastic(
+    elastic_steps, num_proc=2, start_timeout=120, verbose=0)), flush=True)
 
 import torch
 from sklearn.datasets import load_digits
@@ -121,13 +142,19 @@ def test_ranks_on_executors_of_two_hosts_train_and_score(cluster):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     lines = {l.split(" ", 1)[0]: json.loads(l.split(" ", 1)[1])
              for l in out.stdout.splitlines()
-             if l.split(" ", 1)[0] in ("RESULTS", "FITTED")}
+             if l.split(" ", 1)[0] in ("RESULTS", "ELASTIC", "FITTED")}
     results = lines["RESULTS"]
     assert [r["rank"] for r in results] == [0, 1]
     assert sorted(r["host"] for r in results) == ["hvd-h2", "hvd-h3"]
     for r in results:
         assert r["local_size"] == 1 and r["cross_size"] == 2
         assert r["cross_rank"] == r["rank"] and r["sum"] == 3.0
+    # An elastic job whose slot agents run on the two workers' executors.
+    elastic = lines["ELASTIC"]
+    assert [r["rank"] for r in elastic] == [0, 1]
+    assert sorted(r["host"] for r in elastic) == ["hvd-h2", "hvd-h3"]
+    for r in elastic:
+        assert r["cross_size"] == 2 and r["total"] == 2 * sum(range(20))
     fitted = lines["FITTED"]
     assert fitted["loss"][-1] < fitted["loss"][0] / 3, fitted
     assert fitted["accuracy"] > 0.9, fitted

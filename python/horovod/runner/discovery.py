@@ -99,9 +99,19 @@ class ScriptDiscovery:
                            "host discovery script %s" % self.script)
 
 
+def slot_ids(slots):
+    """A host's slots as discovery reports them: a count n (slots 0..n-1),
+    or the ids of the slots it has (a cluster manager's task slots, which
+    come and go one by one, leaving holes)."""
+    if isinstance(slots, int):
+        return tuple(range(slots))
+    return tuple(sorted(slots))
+
+
 class HostManager:
     """The hosts a job may place workers on. `update(found)` takes what
-    discovery reported; `blacklist(host)` takes a host out after a failure:
+    discovery reported ({host: slots}, as `slot_ids` reads them);
+    `blacklist(host)` takes a host out after a failure:
     for good without a cooldown range, else for `low * 2**(failures-1)`
     seconds, at most `high`. `usable()` lists the usable hosts in the order
     they were first seen, so a host that was there first stays first.
@@ -111,7 +121,7 @@ class HostManager:
         self._cooldown = cooldown_range
         self._clock = clock
         self._order = {}    # host -> the index at which it was first seen
-        self._found = {}    # host -> slots, as last reported
+        self._found = {}    # host -> slot ids, as last reported
         self._failures = {}  # host -> failures so far
         self._until = {}    # host -> when its cooldown ends (inf: never)
 
@@ -121,7 +131,7 @@ class HostManager:
         removed = [h for h in self._found if h not in found]
         for h in found:
             self._order.setdefault(h, len(self._order))
-        self._found = dict(found)
+        self._found = {h: slot_ids(n) for h, n in found.items()}
         return added, removed
 
     def blacklist(self, host):
@@ -150,12 +160,12 @@ class HostManager:
     def found(self, host):
         return host in self._found
 
-    def slots(self, host):
-        """The host's slots as last reported (0 when it is not)."""
-        return self._found.get(host, 0)
+    def has_slot(self, host, slot):
+        """Whether discovery last reported slot `slot` on `host`."""
+        return slot in self._found.get(host, ())
 
     def usable(self):
-        """[(host, slots)]: found and not blacklisted, first seen first."""
+        """[(host, slot ids)]: found and not blacklisted, first seen first."""
         return [(h, self._found[h]) for h in sorted(self._found,
                                                      key=self._order.get)
                 if not self.is_blacklisted(h)]

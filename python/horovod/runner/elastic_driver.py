@@ -17,9 +17,12 @@ is broadcast, so every worker raises HostsUpdatedInterrupt together.
 
 A worker that exits with a non-zero code gets its host blacklisted
 (horovod.runner.discovery.HostManager): no new worker starts there until
-its cooldown ends, while the host's running workers go on. The job fails when no round forms
-within --elastic-timeout, when it re-forms more than --reset-limit times,
-or when no host is left and none can come back. The job succeeds when a
+its cooldown ends, while the host's running workers go on. A worker whose
+slot went away with it (a cluster manager's task that ended; its process
+says so in `lost`) does not: the slot may come back, on any host. The job
+fails when no round forms within --elastic-timeout, at once when too few
+workers are left and no host can add one, when it re-forms more than
+--reset-limit times, or when no host is left and none can come back. The job succeeds when a
 worker that was not told to leave exits with code 0 and the others follow.
 
 Thread-safety: the driver's state belongs to `self._lock`; the round
@@ -28,10 +31,7 @@ the main thread (`run`) to reap workers, start them and form rounds.
 """
 
 import json
-import os
-import signal
 import socket
-import sys
 import threading
 import time
 
@@ -43,6 +43,10 @@ _HANDSHAKE_TIMEOUT_S = 10.0
 _DISCOVERY_INTERVAL_S = 1.0
 _FINISHED = "another worker completed training"
 # Variables a worker must not inherit: each round's join sets them.
+# How the job's settings are named in its errors: horovodrun's flags, unless
+# the launcher (a Python API) names them otherwise.
+FLAG_NAMES = {"np": "-np", "min_np": "--min-np",
+              "timeout": "--elastic-timeout", "reset_limit": "--reset-limit"}
 _ROUND_VARS = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
                "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
                "HOROVOD_CROSS_SIZE", "HOROVOD_CONTROLLER_ADDR",
@@ -136,15 +140,21 @@ class ElasticDriver:
     launch._Rank); `probe(host)` returns the address a host's workers
     listen on (None: loopback) or raises LaunchError when the host cannot
     take part; `addrs` holds those known already (None for `probe`: every
-    host's is None). `log` writes one line for the user."""
+    host's is None). `log` writes one line for the user. `first_timeout_s`
+    bounds the first round (default `timeout_s`); `names` overrides
+    FLAG_NAMES in errors (a "first_timeout" entry names first_timeout_s)."""
 
     def __init__(self, discovery, hosts, np, min_np, max_np, timeout_s,
                  reset_limit, secret, driver_addrs, bind_addr, start_worker,
-                 probe, log, addrs=None, verbose=False, clock=time.monotonic):
+                 probe, log, addrs=None, verbose=False, clock=time.monotonic,
+                 first_timeout_s=None, names=None):
         self._discovery = discovery
         self.hosts = hosts
         self._np, self._min_np, self._max_np = np, min_np, max_np
         self._timeout_s = timeout_s
+        self._first_timeout_s = (timeout_s if first_timeout_s is None
+                                 else first_timeout_s)
+        self._names = dict(FLAG_NAMES, **(names or {}))
         self._reset_limit = reset_limit
         self._secret = secret
         self._start_worker = start_worker
@@ -204,7 +214,8 @@ class ElasticDriver:
             self._lock.notify_all()
         # Answered when the round forms, or with an error when it cannot
         # (the driver's own deadline, --elastic-timeout, comes first).
-        if not join.done.wait(self._timeout_s + 60):
+        if not join.done.wait(max(self._timeout_s,
+                                  self._first_timeout_s) + 60):
             return {"error": "no round formed within %gs" % self._timeout_s}
         return join.reply
 
@@ -227,7 +238,7 @@ class ElasticDriver:
         new ones off it."""
         live = [w for w in self._workers.values()
                 if w.code is None and not w.leaving and
-                w.slot < self.hosts.slots(w.host)]
+                self.hosts.has_slot(w.host, w.slot)]
         live.sort(key=lambda w: (w.last_rank is None,
                                  w.last_rank if w.last_rank is not None else 0,
                                  self.hosts.order(w.host), w.slot))
@@ -248,8 +259,9 @@ class ElasticDriver:
         if self._round > 0:
             self._resets += 1
             if self._reset_limit is not None and self._resets > self._reset_limit:
-                self._fail("the job re-formed %d times, more than --reset-limit "
-                           "%d" % (self._resets, self._reset_limit))
+                self._fail("the job re-formed %d times, more than %s %d"
+                           % (self._resets, self._names["reset_limit"],
+                              self._reset_limit))
                 return
         plan = plan_round([(w.id, w.host, w.slot, w.last_rank)
                            for w in members], self.hosts.order)
@@ -340,8 +352,14 @@ class ElasticDriver:
             if self._finished:
                 self._late_failures.append(w)
                 continue
-            self._blacklist(w.host, "worker %s exited with code %d"
-                            % (w.label, code))
+            lost = getattr(w.proc, "lost", None)
+            if lost:
+                self._log("worker %s is gone with its slot (%s)"
+                          % (w.label, lost))
+                self._next_discovery = 0.0  # before a worker is started there
+            else:
+                self._blacklist(w.host, "worker %s exited with code %d"
+                                % (w.label, code))
             if self._waiting_since is None:
                 self._waiting_since = self._clock()
 
@@ -354,7 +372,7 @@ class ElasticDriver:
             if host not in self._addrs:
                 self._start_probe(host)
                 continue
-            for slot in range(slots):
+            for slot in slots:
                 if self._max_np and count >= self._max_np:
                     return
                 if (host, slot) in held:
@@ -412,22 +430,54 @@ class ElasticDriver:
             return
         if self._waiting_since is None:
             return
-        waited = self._clock() - self._waiting_since
-        if waited < self._timeout_s:
-            return
         members = self._eligible()
-        need = self._np if self._round == 0 else self._min_np
+        need, setting = ((self._np, "np") if self._round == 0
+                         else (self._min_np, "min_np"))
+        short = "only %d of the %d workers needed (%s) were available" % (
+            len(members), need, self._names[setting])
+        if len(members) < need and not self._can_grow():
+            self._fail(short + ", and no more can start: no usable host has a "
+                       "free slot and none can be added")
+            return
+        waited = self._clock() - self._waiting_since
+        limit = self._first_timeout_s if self._round == 0 else self._timeout_s
+        if waited < limit:
+            return
+        timeout = self._names["first_timeout" if self._round == 0 and
+                              "first_timeout" in self._names else "timeout"]
         if len(members) < need:
-            self._fail("only %d of the %d workers needed (%s) were available "
-                       "for %gs (--elastic-timeout)"
-                       % (len(members), need,
-                          "-np" if self._round == 0 else "--min-np", waited))
+            self._fail("%s for %gs (%s)" % (short, waited, timeout))
         else:
             late = [w.label for w in members if w.id not in self._joins]
-            self._fail("worker%s %s did not join round %d within %gs "
-                       "(--elastic-timeout)"
+            self._fail("worker%s %s did not join round %d within %gs (%s)"
                        % ("s" if len(late) > 1 else "", ", ".join(late),
-                          self._round + 1, waited))
+                          self._round + 1, waited, timeout))
+
+    def _can_grow(self):
+        """Whether a worker may yet start: a usable slot is free (or will
+        be, when a worker told to leave exits), a host is being probed or
+        cooling down, or discovery may add one."""
+        if self._probing or self.hosts.could_change() or \
+                self._discovery.may_add:
+            return True
+        held = {(w.host, w.slot) for w in self._running() if not w.leaving}
+        return any((host, slot) not in held
+                   for host, slots in self.hosts.usable() for slot in slots)
+
+    def rediscover(self):
+        """Asks for discovery at the next turn of the loop instead of at
+        its interval (a launcher whose discovery knows when hosts change)."""
+        with self._lock:
+            self._next_discovery = 0.0
+            self._lock.notify_all()
+
+    def fail(self, why):
+        """Stops the job from another thread (the launcher's watch on its
+        cluster manager), unless it has already ended."""
+        with self._lock:
+            if self._failure is None and not self._finished:
+                self._fail(why)
+            self._lock.notify_all()
 
     def _fail(self, why):
         self._failure = why

@@ -45,6 +45,13 @@ def interfaces():
     return out
 
 
+def address_toward(target):
+    """This host's address on the route to `target` (an IPv4 address)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((target, 9))  # UDP: no packet is sent
+        return s.getsockname()[0]
+
+
 def nic_address(nics):
     """The address of the first of the interfaces `nics` this host has;
     ValueError naming the host and what it has when it has none."""

@@ -14,6 +14,7 @@ import sys
 import threading
 
 from horovod.runner import auth
+from horovod.runner.probe import address_toward
 
 # A function with its captured state, or one rank's result.
 MAX_PAYLOAD_BYTES = 1 << 30
@@ -92,12 +93,25 @@ def first_line(error):
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _address_toward(addrs):
-    """This host's address on the route to the job's first host."""
-    target = next(iter(addrs.values()))
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect((target, 9))  # UDP: no packet is sent
-        return s.getsockname()[0]
+def outcomes(blobs, successes_only):
+    """{rank: (ok, value)} from the ranks' result blobs (cloudpickled (ok,
+    value, rank)), the first for each rank. `successes_only`: an elastic
+    job that succeeded, whose workers that failed in earlier rounds were
+    replaced, so only the values returned count."""
+    import cloudpickle
+
+    out = {}
+    for blob in blobs:
+        ok, value, rank = cloudpickle.loads(blob)
+        if ok or not successes_only:
+            out.setdefault(rank, (ok, value))
+    return out
+
+
+def first_failure(outcomes_by_rank):
+    """(rank, exception) of the lowest rank that raised, or None."""
+    return next(((r, o[1]) for r, o in sorted(outcomes_by_rank.items())
+                 if not o[0]), None)
 
 
 def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
@@ -146,7 +160,8 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
     server = _Server(cloudpickle.dumps((func, tuple(args), dict(kwargs or {}))))
 
     def before_start(addrs, secret):
-        bind = "127.0.0.1" if addrs is None else _address_toward(addrs)
+        bind = ("127.0.0.1" if addrs is None
+                else address_toward(next(iter(addrs.values()))))
         host, port = server.start(bind, secret)
         return {"HOROVOD_RUN_ADDR": host, "HOROVOD_RUN_PORT": str(port)}
 
@@ -155,21 +170,20 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
         code = launch.main(argv + command, before_start=before_start)
     finally:
         server.close()
-    outcomes = {}
-    for blob in server.results.values():
-        ok, value, rank = cloudpickle.loads(blob)
-        if ok or not elastic or code != 0:
-            outcomes.setdefault(rank, (ok, value))
-    failed = [(r, o[1]) for r, o in sorted(outcomes.items()) if not o[0]]
+    done = outcomes(server.results.values(), elastic and code == 0)
+    failed = first_failure(done)
     if failed:
-        rank, error = failed[0]
+        rank, error = failed
         raise RuntimeError(rank_raised("horovod.run", rank, error)) \
             from error
     if code != 0:
         raise RuntimeError("horovod.run: the job failed (exit code %d)" % code)
-    if elastic:
-        np = len(outcomes)
-    missing = [r for r in range(np) if r not in outcomes]
+    return in_rank_order(done, len(done) if elastic else np, "horovod.run")
+
+
+def in_rank_order(outcomes_by_rank, size, who):
+    """The values of ranks 0..size-1; RuntimeError naming those missing."""
+    missing = [r for r in range(size) if r not in outcomes_by_rank]
     if missing:
-        raise RuntimeError("horovod.run: no result from rank(s) %s" % missing)
-    return [outcomes[r][1] for r in range(np)]
+        raise RuntimeError("%s: no result from rank(s) %s" % (who, missing))
+    return [outcomes_by_rank[r][1] for r in range(size)]

@@ -15,6 +15,7 @@ Thread-safety: one call of `run` per thread; each call has its own job
 group, service and threads.
 """
 
+import functools
 import os
 import secrets
 import socket
@@ -60,7 +61,8 @@ def _sink(stream):
 
 class _Service(run_api._Server):
     """horovod.run's server plus the ranks' output: a connection that
-    names itself "output <rank>" carries that rank's stdout and stderr."""
+    names itself "output <label>" carries the stdout and stderr of the
+    rank so labelled."""
 
     def __init__(self, payload, output, stdout, stderr):
         super().__init__(payload)
@@ -71,13 +73,13 @@ class _Service(run_api._Server):
     def _dispatch(self, who, channel, conn):
         if not who.startswith("output "):
             return super()._dispatch(who, channel, conn)
-        rank = int(who.split()[1])
+        label = who.split(" ", 1)[1]
         pipes = {}
         for kind, (name, sink) in self._sinks.items():
             r, w = os.pipe()
             pipes[kind] = w
             t = threading.Thread(target=self._output.pump,
-                                 args=(os.fdopen(r, "rb"), rank, name, sink),
+                                 args=(os.fdopen(r, "rb"), label, name, sink),
                                  daemon=True)
             t.start()
             with self.lock:
@@ -99,7 +101,18 @@ class _Service(run_api._Server):
                 os.close(fd)
 
 
-def _driver_address(sc):
+def active_context(who):
+    """The active SparkContext, or ValueError naming `who`."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        raise ValueError("%s needs an active SparkContext (start a "
+                         "SparkSession first)" % who)
+    return sc
+
+
+def driver_address(sc):
     host = sc.getConf().get("spark.driver.host") or socket.gethostname()
     try:
         return socket.gethostbyname(host)
@@ -129,12 +142,8 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None,
     is the cause) or dies, or when the Spark job fails; TimeoutError when
     the tasks do not all start within start_timeout."""
     import cloudpickle
-    from pyspark import SparkContext
 
-    sc = SparkContext._active_spark_context
-    if sc is None:
-        raise ValueError("horovod.spark.run needs an active SparkContext "
-                         "(start a SparkSession first)")
+    sc = active_context("horovod.spark.run")
     if use_mpi:
         raise ValueError("horovod.spark.run: use_mpi=True is not supported: "
                          "the ranks run in Spark tasks and use Horovod's own "
@@ -158,12 +167,13 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None,
                        output, _sink(stdout or sys.stdout),
                        _sink(stderr or sys.stderr))
     secret = secrets.token_hex(32)
-    addr, port = service.start(_driver_address(sc), secret)
+    addr, port = service.start(driver_address(sc), secret)
     job = {"secret": secret, "driver_addr": addr, "driver_port": port,
            "env": {str(k): str(v) for k, v in (env or {}).items()},
            "executable": executable, "nics": list(nics or [])}
     group = "horovod.spark.run-" + uuid.uuid4().hex
-    spark_job = _SparkJob(sc, group, num_proc, job)
+    spark_job = SparkJob(sc, group, "horovod.spark.run", num_proc,
+                         functools.partial(run_rank, job), barrier=True)
     started_at = time.monotonic()
     try:
         spark_job.start()
@@ -177,15 +187,19 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None,
     return results
 
 
-class _SparkJob:
-    """The barrier stage, collected on a thread of its own (Spark's job
-    group is per thread) so the driver can watch the ranks meanwhile."""
+class SparkJob:
+    """One stage of `num_tasks` tasks, each running `task` (a function of
+    its partition's rows), collected on a thread of its own (Spark's job
+    group is per thread) so the driver can watch the ranks meanwhile.
+    `codes`: what the tasks yielded, as a dict."""
 
-    def __init__(self, sc, group, num_proc, job):
+    def __init__(self, sc, group, description, num_tasks, task, barrier):
         self._sc = sc
         self._group = group
-        self._num_proc = num_proc
-        self._job = job
+        self._description = description
+        self._num_tasks = num_tasks
+        self._task = task
+        self._barrier = barrier
         self.error = None
         self.codes = None
         self.done = threading.Event()
@@ -195,13 +209,14 @@ class _SparkJob:
         threading.Thread(target=self._collect, daemon=True).start()
 
     def _collect(self):
-        import functools
         try:
-            self._sc.setJobGroup(self._group, "horovod.spark.run",
+            self._sc.setJobGroup(self._group, self._description,
                                  interruptOnCancel=True)
-            rdd = self._sc.parallelize(range(self._num_proc), self._num_proc)
-            self.codes = dict(rdd.barrier().mapPartitions(
-                functools.partial(run_rank, self._job)).collect())
+            rdd = self._sc.parallelize(range(self._num_tasks),
+                                       self._num_tasks)
+            if self._barrier:
+                rdd = rdd.barrier()
+            self.codes = dict(rdd.mapPartitions(self._task).collect())
         except Exception as e:  # noqa: B902 - reported by the driver
             self.error = e
         finally:

@@ -78,7 +78,7 @@ class _Relay:
     driver cannot be reached the output is still read (and dropped), so
     the child never blocks on a full pipe."""
 
-    def __init__(self, job, rank):
+    def __init__(self, job, label):
         self._lock = threading.Lock()
         self._channel = None
         self._sock = None
@@ -87,7 +87,7 @@ class _Relay:
                 (job["driver_addr"], job["driver_port"]), timeout=30)
             self._channel = auth.client_handshake(
                 self._sock, bytes.fromhex(job["secret"]))
-            self._channel.send(("output %d" % rank).encode())
+            self._channel.send(("output %s" % label).encode())
             self._sock.settimeout(None)
         except (OSError, ConnectionError):
             self.close()
@@ -110,6 +110,49 @@ class _Relay:
         self._channel = None
         if self._sock is not None:
             self._sock.close()
+
+
+class RankProcess:
+    """A rank's process (`horovod.runner.run_task` under the job's
+    executable) started by a task with environment `env`, its output
+    relayed to the driver under `label`; it dies with the task's Python
+    worker."""
+
+    def __init__(self, job, env, label):
+        command = [job["executable"] or sys.executable, "-m",
+                   "horovod.runner.run_task"]
+        self._relay = _Relay(job, label)
+        self.proc = subprocess.Popen(command, env=env,
+                                     stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE,
+                                     preexec_fn=die_with_parent)
+        self._pumps = [threading.Thread(target=self._relay.pump, args=(s, k),
+                                        daemon=True)
+                       for s, k in ((self.proc.stdout, b"o"),
+                                    (self.proc.stderr, b"e"))]
+        for t in self._pumps:
+            t.start()
+
+    def wait(self):
+        """Waits for the process and the last of its output; returns its
+        exit code."""
+        code = self.proc.wait()
+        for t in self._pumps:
+            t.join()
+        self._relay.close()
+        return code
+
+
+def child_env(job, extra):
+    """A rank's environment: the executor's, the job's `env`, `extra`, and
+    where the driver serves the function."""
+    env = dict(os.environ)
+    env.update(job["env"])
+    env.update(extra)
+    env.update({"HOROVOD_RUN_ADDR": job["driver_addr"],
+                "HOROVOD_RUN_PORT": str(job["driver_port"])})
+    return env
 
 
 def run_rank(job, _rows):
@@ -137,24 +180,7 @@ def run_rank(job, _rows):
     places = assign_ranks([p["host"] for p in peers])
     place = places[partition]
     first = peers[next(i for i, p in enumerate(places) if p["rank"] == 0)]
-    env = dict(os.environ)
-    env.update(job["env"])
-    env.update(rank_env(place, host, bind, first["addr"], first["port"],
-                        job["secret"]))
-    env.update({"HOROVOD_RUN_ADDR": job["driver_addr"],
-                "HOROVOD_RUN_PORT": str(job["driver_port"])})
-    command = [job["executable"] or sys.executable, "-m",
-               "horovod.runner.run_task"]
-    relay = _Relay(job, place["rank"])
-    child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             preexec_fn=die_with_parent)
-    pumps = [threading.Thread(target=relay.pump, args=(s, k), daemon=True)
-             for s, k in ((child.stdout, b"o"), (child.stderr, b"e"))]
-    for t in pumps:
-        t.start()
-    code = child.wait()
-    for t in pumps:
-        t.join()
-    relay.close()
+    env = child_env(job, rank_env(place, host, bind, first["addr"],
+                                  first["port"], job["secret"]))
+    code = RankProcess(job, env, place["rank"]).wait()
     yield place["rank"], code
