@@ -48,7 +48,7 @@ def elastic_steps():
     import socket, torch
     import horovod.torch as hvd
     hvd.init()
-    state = hvd.elastic.ObjectState(step=0, total=0.0)
+    state = hvd.elastic.TorchState(step=0, total=0.0)
 
     @hvd.elastic.run
     def train(state):

@@ -23,6 +23,11 @@ from horovod.runner.elastic_driver import ElasticDriver
 from horovod.runner.probe import nic_address
 
 
+# The settings as the job's errors name them.
+_NAMES = {"np": "min_np", "min_np": "min_np", "timeout": "elastic_timeout",
+          "reset_limit": "reset_limit"}
+
+
 class _Settings:
     def __init__(self, min_np, max_np, reset_limit, elastic_timeout,
                  timeout_s, cooldown_range, nics, verbose):
@@ -233,7 +238,8 @@ class ElasticRayExecutor:
         driver = ElasticDriver(
             self._nodes, discovery.HostManager(cooldown), s.min_np, s.min_np,
             s.max_np, s.elastic_timeout, s.reset_limit, s.key, [me], me,
-            start_worker, probe, self._log, verbose=s.verbose)
+            start_worker, probe, self._log, verbose=s.verbose,
+            names=_NAMES)
         code = driver.run([])
         for p in processes:
             p.signal(signal.SIGKILL)

@@ -22,8 +22,9 @@ slot went away with it (a cluster manager's task that ended; its process
 says so in `lost`) does not: the slot may come back, on any host. The job
 fails when no round forms within --elastic-timeout, at once when too few
 workers are left and no host can add one, when it re-forms more than
---reset-limit times, or when no host is left and none can come back. The job succeeds when a
-worker that was not told to leave exits with code 0 and the others follow.
+--reset-limit times, or when no host is left and none can come back. The
+job succeeds when a worker that was not told to leave exits with code 0
+and the others follow.
 
 Thread-safety: the driver's state belongs to `self._lock`; the round
 service's connection threads take it to register joins and answer queries,
@@ -42,11 +43,11 @@ MAX_REQUEST_BYTES = 64 * 1024
 _HANDSHAKE_TIMEOUT_S = 10.0
 _DISCOVERY_INTERVAL_S = 1.0
 _FINISHED = "another worker completed training"
-# Variables a worker must not inherit: each round's join sets them.
 # How the job's settings are named in its errors: horovodrun's flags, unless
 # the launcher (a Python API) names them otherwise.
 FLAG_NAMES = {"np": "-np", "min_np": "--min-np",
               "timeout": "--elastic-timeout", "reset_limit": "--reset-limit"}
+# Variables a worker must not inherit: each round's join sets them.
 _ROUND_VARS = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
                "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
                "HOROVOD_CROSS_SIZE", "HOROVOD_CONTROLLER_ADDR",
