@@ -300,16 +300,21 @@ def test_too_few_workers_wait_for_a_cooling_host_until_the_timeout():
     assert job.code == 1
 
 
+class Listing:
+    """A discovery whose hosts the test changes (`hosts`)."""
+
+    may_add = True
+
+    def __init__(self, hosts):
+        self.hosts = hosts
+
+    def find(self):
+        return dict(self.hosts)
+
+
 def test_slots_with_holes_and_a_lost_slot_that_blacklists_nothing():
     listing = {"h": [0, 3]}
-
-    class Listing:
-        may_add = True
-
-        def find(self):
-            return dict(listing)
-
-    job = Job(None, np=2, min_np=1, discovery=Listing())
+    job = Job(None, np=2, min_np=1, discovery=Listing(listing))
     workers = job.wait_started(2)
     assert sorted(w.slot for w in workers) == [0, 3]
     job.join_all(workers)
@@ -343,14 +348,7 @@ def test_a_launcher_stops_the_job_with_its_reason():
 
 def test_a_host_gone_from_discovery_tells_its_workers_to_leave(tmp_path):
     listing = {"localhost": 2}
-
-    class Listing:
-        may_add = True
-
-        def find(self):
-            return dict(listing)
-
-    job = Job(None, np=2, min_np=1, discovery=Listing())
+    job = Job(None, np=2, min_np=1, discovery=Listing(listing))
     workers = job.wait_started(2)
     job.join_all(workers)
     listing["localhost"] = 1  # slot 1 is no longer offered
