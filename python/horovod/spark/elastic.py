@@ -39,8 +39,8 @@ from horovod.runner import discovery, run_api
 from horovod.runner.elastic_driver import ElasticDriver
 from horovod.runner.output import Output
 from horovod.spark import slot_agent
-from horovod.spark.runner import (SparkJob, _Service, _sink, active_context,
-                                  driver_address)
+from horovod.spark.runner import (RunService, SparkJob, active_context,
+                                  byte_sink, driver_address)
 
 _DEFAULT_TIMEOUT_S = 600.0
 # How long a worker's end may take to be reported once it was killed.
@@ -240,7 +240,7 @@ class _Agents:
             a.send(message)
 
 
-class _ElasticService(_Service):
+class _ElasticService(RunService):
     """horovod.spark.run's service plus the slot agents' connections."""
 
     def __init__(self, payload, output, stdout, stderr, agents):
@@ -332,7 +332,8 @@ def run_elastic(fn, args=(), kwargs=None, num_proc=None, min_num_proc=None,
     agents = _Agents(spark_job, max_num_proc)
     service = _ElasticService(
         cloudpickle.dumps((fn, tuple(args), dict(kwargs or {}))), output,
-        _sink(stdout or sys.stdout), _sink(stderr or sys.stderr), agents)
+        byte_sink(stdout or sys.stdout), byte_sink(stderr or sys.stderr),
+        agents)
     addr, port = service.start(driver_address(sc), secret)
     job.update(driver_addr=addr, driver_port=port)
     lines = []

@@ -55,11 +55,11 @@ class _TextSink:
         return False
 
 
-def _sink(stream):
+def byte_sink(stream):
     return stream if hasattr(stream, "buffer") else _TextSink(stream)
 
 
-class _Service(run_api._Server):
+class RunService(run_api._Server):
     """horovod.run's server plus the ranks' output: a connection that
     names itself "output <label>" carries the stdout and stderr of the
     rank so labelled."""
@@ -163,9 +163,9 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None,
     if isinstance(nics, str):
         nics = [nics]
     output = Output(size=num_proc, timestamps=prefix_output_with_timestamp)
-    service = _Service(cloudpickle.dumps((fn, tuple(args), dict(kwargs or {}))),
-                       output, _sink(stdout or sys.stdout),
-                       _sink(stderr or sys.stderr))
+    service = RunService(
+        cloudpickle.dumps((fn, tuple(args), dict(kwargs or {}))), output,
+        byte_sink(stdout or sys.stdout), byte_sink(stderr or sys.stderr))
     secret = secrets.token_hex(32)
     addr, port = service.start(driver_address(sc), secret)
     job = {"secret": secret, "driver_addr": addr, "driver_port": port,
