@@ -191,8 +191,10 @@ def _wait_for(condition, timeout_s):
 @pytest.mark.timeout(240)
 def test_run_elastic_returns_the_last_rounds_values(spark, tmp_path):
     flag = str(tmp_path / "step")
+    # A third slot has no task slot to run in: the job goes on without it,
+    # and its task, still waiting, is cancelled at the end.
     results = horovod.spark.run_elastic(elastic_training, args=(flag, 40),
-                                        num_proc=2, verbose=0,
+                                        num_proc=2, max_num_proc=3, verbose=0,
                                         stdout=io.StringIO(),
                                         stderr=io.StringIO())
     assert len(results) == 2
