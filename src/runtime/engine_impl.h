@@ -332,11 +332,16 @@ class EngineImpl {
   bool shutdown_received_ = false;
   bool failure_reported_ = false;
   uint64_t epoch_ = 0;
-  // EngineMetrics: the running step's share, added under metrics_mu_ when
-  // the step ends (any thread may read the totals).
+  // EngineMetrics: the running step's share of the times and cycles,
+  // added under metrics_mu_ when the step ends (any thread may read the
+  // totals). The work counts are counted at once instead (here and in
+  // Executor::Work), before the handles they concern complete: a thread
+  // that saw its handle complete finds its tensor in Metrics().
   EngineMetrics step_metrics_;
   mutable std::mutex metrics_mu_;
   EngineMetrics metrics_;
+  std::atomic<uint64_t> cache_hits_{0};
+  std::atomic<uint64_t> cache_misses_{0};
   std::unordered_map<uint32_t, std::string> hit_keys_;
   // A request waiting on the board under its cache slot.
   struct BoardOffer {

@@ -112,9 +112,6 @@ void EngineImpl::RunStep(int max_wait_ms) {
 void EngineImpl::AddStepMetrics(Clock::duration step) {
   EngineMetrics& s = step_metrics_;
   const ExecutorStats x = executor_->TakeStats();
-  s.responses = x.responses;
-  s.tensors = x.tensors;
-  s.bytes = x.bytes;
   s.copy_s = x.copy_ns * 1e-9;
   s.transfer_s = x.transfer_ns * 1e-9;
   s.bookkeeping_s = std::max(
@@ -123,11 +120,6 @@ void EngineImpl::AddStepMetrics(Clock::duration step) {
     std::lock_guard<std::mutex> lock(metrics_mu_);
     EngineMetrics& m = metrics_;
     m.cycles += s.cycles;
-    m.responses += s.responses;
-    m.tensors += s.tensors;
-    m.bytes += s.bytes;
-    m.cache_hits += s.cache_hits;
-    m.cache_misses += s.cache_misses;
     m.idle_s += s.idle_s;
     m.negotiate_s += s.negotiate_s;
     m.bookkeeping_s += s.bookkeeping_s;
@@ -143,6 +135,14 @@ EngineMetrics EngineImpl::Metrics() const {
     std::lock_guard<std::mutex> lock(metrics_mu_);
     m = metrics_;
   }
+  if (executor_ != nullptr) {
+    const ExecutorWork w = executor_->Work();
+    m.responses = w.responses;
+    m.tensors = w.tensors;
+    m.bytes = w.bytes;
+  }
+  m.cache_hits = cache_hits_.load(std::memory_order_relaxed);
+  m.cache_misses = cache_misses_.load(std::memory_order_relaxed);
   if (gate_ != nullptr) m.wait_s = Seconds(gate_->wait_time());
   return m;
 }

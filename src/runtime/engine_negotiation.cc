@@ -25,7 +25,7 @@ RequestList EngineImpl::CollectRequests() {
     if (BoardEligible(r)) {
       const int slot = cache_.Find(r);
       if (slot >= 0) {
-        step_metrics_.cache_hits += 1;
+        cache_hits_.fetch_add(1, std::memory_order_relaxed);
         const int64_t bytes = TensorBytes(r.dtype, r.shape);
         const uint32_t carry =
             bytes <= kBoardCarryBytes ? static_cast<uint32_t>(bytes) : 0;
@@ -38,7 +38,8 @@ RequestList EngineImpl::CollectRequests() {
     // Rank 0 finds no slots: it would send them to itself.
     const bool hit = SendUsually(std::move(r), &list);
     if (job_.rank != 0)
-      (hit ? step_metrics_.cache_hits : step_metrics_.cache_misses) += 1;
+      (hit ? cache_hits_ : cache_misses_)
+          .fetch_add(1, std::memory_order_relaxed);
   }
   if (shutdown_requested_.load() && !shutdown_sent_) {
     list.shutdown = true;

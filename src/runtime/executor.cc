@@ -137,8 +137,17 @@ void Executor::Finish(TensorEntry& e, const Status& s) {
 }
 
 void Executor::Count(const TensorEntry& e) {
-  stats_.tensors += 1;
-  stats_.bytes += e.NumBytes();
+  tensors_.fetch_add(1, std::memory_order_relaxed);
+  bytes_.fetch_add(static_cast<uint64_t>(e.NumBytes()),
+                   std::memory_order_relaxed);
+}
+
+ExecutorWork Executor::Work() const {
+  ExecutorWork w;
+  w.responses = responses_.load(std::memory_order_relaxed);
+  w.tensors = tensors_.load(std::memory_order_relaxed);
+  w.bytes = bytes_.load(std::memory_order_relaxed);
+  return w;
 }
 
 ExecutorStats Executor::TakeStats() {
@@ -150,7 +159,7 @@ ExecutorStats Executor::TakeStats() {
 void Executor::BeginPhases() {
   phase_start_ = std::chrono::steady_clock::now();
   phase_copies_ = false;
-  stats_.responses += 1;
+  responses_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Executor::Phase(const Response& r, const char* prefix, const char* name) {

@@ -8,6 +8,7 @@
 #ifndef HOROVOD_RUNTIME_EXECUTOR_H_
 #define HOROVOD_RUNTIME_EXECUTOR_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -38,13 +39,18 @@ namespace horovod {
 using ShmGroupFactory = std::function<Status(const std::vector<int>& members,
                                              std::unique_ptr<ShmGroup>* out)>;
 
-// What an executor did since its stats were last taken (EngineMetrics).
+// Where an executor's time went since its stats were last taken
+// (EngineMetrics).
 struct ExecutorStats {
+  int64_t copy_ns = 0;      // fusion-buffer copies
+  int64_t transfer_ns = 0;  // everything else inside the collectives
+};
+
+// The work an executor has done since it was made (EngineMetrics).
+struct ExecutorWork {
   uint64_t responses = 0;  // collectives that moved data
   uint64_t tensors = 0;
   uint64_t bytes = 0;
-  int64_t copy_ns = 0;      // fusion-buffer copies
-  int64_t transfer_ns = 0;  // everything else inside the collectives
 };
 
 class Executor {
@@ -75,6 +81,9 @@ class Executor {
   void Abort(const std::string& reason);
   // Returns the stats gathered since the last call and starts anew.
   ExecutorStats TakeStats();
+  // Readable from any thread. A tensor is counted before its handle
+  // completes, so a thread that saw the handle complete sees it counted.
+  ExecutorWork Work() const;
 
  private:
   // How this rank runs one process set's collectives, built on its first
@@ -140,6 +149,9 @@ class Executor {
   std::vector<Piece> pieces_;
   std::vector<int64_t> counts_;  // elements per tensor, for Adasum
   ExecutorStats stats_;
+  std::atomic<uint64_t> responses_{0};
+  std::atomic<uint64_t> tensors_{0};
+  std::atomic<uint64_t> bytes_{0};
   std::chrono::steady_clock::time_point phase_start_;
   bool phase_copies_ = false;  // the current phase is a fusion-buffer copy
 };

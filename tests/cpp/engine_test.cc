@@ -754,6 +754,44 @@ TEST(Engine, MetricsCountTheWorkAndSplitTheTimeTcp) { CheckMetrics(false); }
 // A group's tensors are named by cache slot from the second step on too.
 TEST(Engine, MetricsGroupedTensorsHitTheCache) { CheckMetrics(true, true); }
 
+// A thread whose handle completed finds its tensor in the metrics at once,
+// also when the loop thread (not the waiting one) ran the step: the work
+// counts do not wait for the step to end.
+TEST(Engine, MetricsHoldTheWorkOfEveryCompletedHandle) {
+  const int n = 2, steps = 300;
+  Knobs knobs;
+  knobs.caller_drives = false;
+  const std::vector<std::string> failures = RunRanks(
+      n,
+      [&](Engine* e, int r, std::string* fail) {
+        std::vector<float> v(4, 1.f);
+        const EngineMetrics m0 = e->Metrics();
+        for (int s = 0; s < steps && fail->empty(); ++s) {
+          Handle h;
+          CollectiveArgs args;
+          args.name = "metrics.now";
+          if (!e->Allreduce({v.data(), DataType::kFloat32, {4}}, args, &h)
+                   .ok() ||
+              !h.Wait(60).ok()) {
+            *fail += "allreduce;";
+            break;
+          }
+          const EngineMetrics m = e->Metrics();
+          const uint64_t done = static_cast<uint64_t>(s) + 1;
+          const uint64_t named = (m.cache_hits - m0.cache_hits) +
+                                 (m.cache_misses - m0.cache_misses);
+          if (m.tensors - m0.tensors != done ||
+              m.bytes - m0.bytes != done * 16 || (r > 0 && named != done))
+            *fail += "step " + std::to_string(s) + ": tensors " +
+                     std::to_string(m.tensors - m0.tensors) + " named " +
+                     std::to_string(named) + ";";
+        }
+        if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+      },
+      knobs);
+  ExpectEveryRankOk(failures);
+}
+
 // Cached allreduces agreed on the ready board (every rank on one host):
 // small tensors reduced from the boards, large ones fused into collectives,
 // each with its reduce op and scales; exact results every step, also when
