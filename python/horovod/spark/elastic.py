@@ -75,8 +75,13 @@ class _WorkerProcess:
         return self.code
 
     def wait(self, timeout=None):
-        limit = _KILL_WAIT_S if timeout is None else min(timeout, _KILL_WAIT_S)
-        if not self._ended.wait(limit):
+        """The exit code, or None when it has not ended within `timeout`.
+        Without one, waits at most _KILL_WAIT_S: an agent that has not
+        reported its worker's end by then counts as gone."""
+        if timeout is not None:
+            self._ended.wait(timeout)
+            return self.code
+        if not self._ended.wait(_KILL_WAIT_S):
             self.agent.close()
             self.end(-9, "its slot agent did not report its end")
         return self.code
@@ -361,6 +366,8 @@ def run_elastic(fn, args=(), kwargs=None, num_proc=None, min_num_proc=None,
         spark_job.start()
         watch.start()
         code = driver.run([])
+        # Before the stage is cancelled: whether it had failed on its own.
+        stage_error = _stage_error(spark_job)
     finally:
         stop.set()
         agents.tell_all({"cmd": "done"})
@@ -368,24 +375,33 @@ def run_elastic(fn, args=(), kwargs=None, num_proc=None, min_num_proc=None,
         service.close()
         for t in list(service.pumps):
             t.join(5.0)
-    return _results(service, code, lines)
+    return _results(service, code, lines, stage_error)
+
+
+def _stage_error(spark_job):
+    """Why the stage ended, if it has: the job's real cause then, whatever
+    the elastic driver saw of it first (its agents vanishing)."""
+    if not spark_job.done.is_set():
+        return None
+    return "the Spark job failed: %s" % (
+        run_api.first_line(spark_job.error) if spark_job.error is not None
+        else "its tasks ended")
 
 
 def _watch(spark_job, agents, driver, stop):
     """Heartbeats to the agents; fails the job when its stage ends first."""
     pinged = time.monotonic()
     while not stop.wait(0.2):
-        if spark_job.done.is_set():
-            why = (run_api.first_line(spark_job.error) if spark_job.error
-                   else "its tasks ended")
-            driver.fail("the Spark job failed: %s" % why)
+        why = _stage_error(spark_job)
+        if why is not None:
+            driver.fail(why)
             return
         if time.monotonic() - pinged >= slot_agent.HEARTBEAT_S:
             pinged = time.monotonic()
             agents.tell_all({"cmd": "ping"})
 
 
-def _results(service, code, lines):
+def _results(service, code, lines, stage_error):
     with service.lock:
         blobs = list(service.results.values())
     done = run_api.outcomes(blobs, code == 0)
@@ -393,8 +409,9 @@ def _results(service, code, lines):
     # that raised comes before its peers' errors about it.
     failed = next((o[1] for o in done.values() if not o[0]), None)
     if code != 0 or not done:
-        why = next((l[len("job failed: "):] for l in reversed(lines)
-                    if l.startswith("job failed: ")), "exit code %d" % code)
+        why = stage_error or next(
+            (l[len("job failed: "):] for l in reversed(lines)
+             if l.startswith("job failed: ")), "exit code %d" % code)
         error = RuntimeError("horovod.spark.run_elastic: the job failed: %s"
                              % why)
         raise error from failed
