@@ -281,6 +281,71 @@ def test_run_elastic_with_too_few_slots_fails_after_start_timeout(spark):
     assert _no_rank_left()
 
 
+_LOCAL_STAGE_FAILS = r'''
+import os, sys, time
+from pyspark.sql import SparkSession
+import horovod.spark
+
+spark = (SparkSession.builder.master("local[2]")
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+spark.sparkContext.setLogLevel("OFF")
+
+def train():
+    import torch
+    import horovod.torch as hvd
+    hvd.init()
+    state = hvd.elastic.TorchState(step=0)
+
+    @hvd.elastic.run
+    def loop(state):
+        while True:
+            hvd.allreduce(torch.ones(1))
+            state.commit()
+            time.sleep(0.02)
+
+    return loop(state)
+
+try:
+    horovod.spark.run_elastic(train, num_proc=2, min_num_proc=1, verbose=0)
+except RuntimeError as e:
+    print("ERROR " + str(e).splitlines()[0], flush=True)
+spark.stop()
+'''
+
+
+@pytest.mark.timeout(180)
+def test_run_elastic_fails_with_its_stage_naming_sparks_error(tmp_path):
+    # In local[N] mode Spark tries a task once: a slot agent's Python
+    # worker that dies fails the stage, and with it the job.
+    script = tmp_path / "stage.py"
+    script.write_text(_LOCAL_STAGE_FAILS)
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1",
+               PYSPARK_PYTHON=sys.executable)
+    job = subprocess.Popen([sys.executable, str(script)], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers = []
+        while len(workers) < 2 and time.monotonic() < deadline:
+            workers = [p for p in psutil.Process(job.pid).children(
+                recursive=True) if command_has(p, "horovod.runner.run_task")]
+            time.sleep(0.2)
+        assert len(workers) == 2, "the workers never started"
+        time.sleep(2)  # training
+        workers[0].parent().kill()  # the agent's Python worker
+        out, err = job.communicate(timeout=120)
+    finally:
+        job.kill()
+    lines = [l for l in out.splitlines() if l.startswith("ERROR ")]
+    # Spark's own words, not Py4J's "An error occurred while calling".
+    assert lines and re.match(
+        r"ERROR horovod\.spark\.run_elastic: the job failed: the Spark job "
+        r"failed: org\.apache\.spark\.SparkException: Job aborted due to "
+        r"stage failure", lines[0]), out + err[-3000:]
+
+
 def test_run_elastic_refuses_bad_sizes_by_name(spark):
     run = horovod.spark.run_elastic
     with pytest.raises(ValueError, match="num_proc=0 is not a positive"):

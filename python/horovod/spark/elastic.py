@@ -40,7 +40,7 @@ from horovod.runner.elastic_driver import ElasticDriver
 from horovod.runner.output import Output
 from horovod.spark import slot_agent
 from horovod.spark.runner import (RunService, SparkJob, active_context,
-                                  byte_sink, driver_address)
+                                  byte_sink, driver_address, spark_error)
 
 _DEFAULT_TIMEOUT_S = 600.0
 # How long a worker's end may take to be reported once it was killed.
@@ -384,7 +384,7 @@ def _stage_error(spark_job):
     if not spark_job.done.is_set():
         return None
     return "the Spark job failed: %s" % (
-        run_api.first_line(spark_job.error) if spark_job.error is not None
+        spark_error(spark_job.error) if spark_job.error is not None
         else "its tasks ended")
 
 

@@ -112,6 +112,17 @@ def active_context(who):
     return sc
 
 
+def spark_error(error):
+    """The line of a Spark job's error that says what went wrong: Py4J
+    puts "An error occurred while calling ..." first, then ": " and the
+    JVM's exception."""
+    for line in str(error).strip().splitlines():
+        line = line.strip().lstrip(": ").strip()
+        if line and not line.startswith("An error occurred while calling"):
+            return line
+    return run_api.first_line(error)
+
+
 def driver_address(sc):
     host = sc.getConf().get("spark.driver.host") or socket.gethostname()
     try:
@@ -271,7 +282,7 @@ def _wait(service, spark_job, num_proc, start_timeout, started_at, sc,
         if spark_job.done.is_set() and first_failure is None:
             if spark_job.error is not None:
                 raise RuntimeError("horovod.spark.run: the Spark job failed: "
-                                   "%s" % run_api.first_line(spark_job.error)) \
+                                   "%s" % spark_error(spark_job.error)) \
                     from spark_job.error
             missing = [r for r in range(num_proc) if r not in outcomes]
             codes = spark_job.codes or {}
