@@ -109,7 +109,8 @@ class SlotAgent:
                                                    "sig": int}))
         except (OSError, ConnectionError, ValueError) as e:
             raise TaskError("slot agent lost horovod.spark.run_elastic's "
-                            "driver: %s" % (e or type(e).__name__)) from None
+                            "driver: %s" % (str(e) or type(e).__name__)) \
+                from None
         finally:
             self._closed.set()
             with self._lock:
