@@ -174,7 +174,6 @@ class ElasticRayExecutor:
         self.gpus_per_slot = (gpus_per_slot or 1) if use_gpu else 0
         self.env_vars = dict(env_vars or {})
         self._nodes = None
-        self._log_lines = []
 
     def start(self):
         """Checks that Ray is running and finds its nodes."""
@@ -191,7 +190,6 @@ class ElasticRayExecutor:
 
     def _log(self, line):
         import sys
-        self._log_lines.append(line)
         if self.settings.verbose or line.startswith("job failed"):
             sys.stderr.write("ElasticRayExecutor: %s\n" % line)
             sys.stderr.flush()
@@ -248,8 +246,8 @@ class ElasticRayExecutor:
         raised = [p.outcome for p in processes
                   if isinstance(p.outcome, Exception)]
         if code != 0 or not done:
-            why = next((l for l in reversed(self._log_lines)
-                        if l.startswith("job failed")), "exit code %d" % code)
+            why = ("job failed: %s" % driver.failure if driver.failure
+                   else "exit code %d" % code)
             error = RuntimeError("ElasticRayExecutor.run: %s" % why)
             if raised:
                 raise error from getattr(raised[0], "cause", None) or raised[0]

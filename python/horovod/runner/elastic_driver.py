@@ -46,7 +46,9 @@ _FINISHED = "another worker completed training"
 # How the job's settings are named in its errors: horovodrun's flags, unless
 # the launcher (a Python API) names them otherwise.
 FLAG_NAMES = {"np": "-np", "min_np": "--min-np",
-              "timeout": "--elastic-timeout", "reset_limit": "--reset-limit"}
+              "timeout": "--elastic-timeout",
+              "first_timeout": "--elastic-timeout",
+              "reset_limit": "--reset-limit"}
 # Variables a worker must not inherit: each round's join sets them.
 _ROUND_VARS = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
                "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
@@ -143,7 +145,8 @@ class ElasticDriver:
     take part; `addrs` holds those known already (None for `probe`: every
     host's is None). `log` writes one line for the user. `first_timeout_s`
     bounds the first round (default `timeout_s`); `names` overrides
-    FLAG_NAMES in errors (a "first_timeout" entry names first_timeout_s)."""
+    FLAG_NAMES in errors. After `run`, `failure` says why the job failed
+    (None when it did not)."""
 
     def __init__(self, discovery, hosts, np, min_np, max_np, timeout_s,
                  reset_limit, secret, driver_addrs, bind_addr, start_worker,
@@ -444,8 +447,8 @@ class ElasticDriver:
         limit = self._first_timeout_s if self._round == 0 else self._timeout_s
         if waited < limit:
             return
-        timeout = self._names["first_timeout" if self._round == 0 and
-                              "first_timeout" in self._names else "timeout"]
+        timeout = self._names["first_timeout" if self._round == 0
+                              else "timeout"]
         if len(members) < need:
             self._fail("%s for %gs (%s)" % (short, waited, timeout))
         else:
@@ -479,6 +482,11 @@ class ElasticDriver:
             if self._failure is None and not self._finished:
                 self._fail(why)
             self._lock.notify_all()
+
+    @property
+    def failure(self):
+        with self._lock:
+            return self._failure
 
     def _fail(self, why):
         self._failure = why

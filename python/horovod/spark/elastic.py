@@ -28,7 +28,6 @@ import functools
 import json
 import os
 import secrets
-import signal
 import socket
 import sys
 import threading
@@ -40,9 +39,10 @@ from horovod.runner.elastic_driver import ElasticDriver
 from horovod.runner.output import Output
 from horovod.spark import slot_agent
 from horovod.spark.runner import (RunService, SparkJob, active_context,
-                                  byte_sink, driver_address, spark_error)
+                                  byte_sink, driver_address, spark_error,
+                                  start_timeout_or_default)
 
-_DEFAULT_TIMEOUT_S = 600.0
+_DEFAULT_ELASTIC_TIMEOUT_S = 600.0
 # How long a worker's end may take to be reported once it was killed.
 _KILL_WAIT_S = 30.0
 _NAMES = {"np": "num_proc", "min_np": "min_num_proc",
@@ -91,16 +91,12 @@ class _WorkerProcess:
             self.agent.send({"cmd": "signal", "worker": self.wid,
                              "sig": int(sig)})
 
-    def kill(self):
-        self.signal(signal.SIGKILL)
-
 
 class _Agent:
     """The driver's end of one slot agent's connection."""
 
     def __init__(self, registration, channel, conn):
         self.slot = registration["slot"]
-        self.attempt = registration["attempt"]
         self.host = registration["host"]
         self.addr = registration["addr"]
         self._channel = channel
@@ -172,7 +168,7 @@ class _Agents:
         try:
             agent = _Agent(slot_agent.require(
                 slot_agent.decode(channel.recv(4096)),
-                {"slot": int, "attempt": int, "host": str, "addr": str}),
+                {"slot": int, "host": str, "addr": str}),
                 channel, conn)
         except (OSError, ConnectionError, ValueError):
             return
@@ -315,12 +311,10 @@ def run_elastic(fn, args=(), kwargs=None, num_proc=None, min_num_proc=None,
     max_num_proc = _alias(max_num_proc, max_np, "max_num_proc", "max_np")
     num_proc, min_num_proc, max_num_proc = _sizes(sc, num_proc, min_num_proc,
                                                   max_num_proc)
-    if start_timeout is None:
-        start_timeout = float(os.environ.get("HOROVOD_SPARK_START_TIMEOUT",
-                                             _DEFAULT_TIMEOUT_S))
+    start_timeout = start_timeout_or_default(start_timeout)
     if elastic_timeout is None:
         elastic_timeout = float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT",
-                                               _DEFAULT_TIMEOUT_S))
+                                               _DEFAULT_ELASTIC_TIMEOUT_S))
     if isinstance(nics, str):
         nics = [nics]
     secret = secrets.token_hex(32)
@@ -341,10 +335,8 @@ def run_elastic(fn, args=(), kwargs=None, num_proc=None, min_num_proc=None,
         agents)
     addr, port = service.start(driver_address(sc), secret)
     job.update(driver_addr=addr, driver_port=port)
-    lines = []
 
     def log(line):
-        lines.append(line)
         if verbose >= 1:
             sys.stderr.write("horovod.spark.run_elastic: %s\n" % line)
             sys.stderr.flush()
@@ -375,7 +367,7 @@ def run_elastic(fn, args=(), kwargs=None, num_proc=None, min_num_proc=None,
         service.close()
         for t in list(service.pumps):
             t.join(5.0)
-    return _results(service, code, lines, stage_error)
+    return _results(service, code, driver.failure, stage_error)
 
 
 def _stage_error(spark_job):
@@ -401,7 +393,7 @@ def _watch(spark_job, agents, driver, stop):
             agents.tell_all({"cmd": "ping"})
 
 
-def _results(service, code, lines, stage_error):
+def _results(service, code, failure, stage_error):
     with service.lock:
         blobs = list(service.results.values())
     done = run_api.outcomes(blobs, code == 0)
@@ -409,9 +401,7 @@ def _results(service, code, lines, stage_error):
     # that raised comes before its peers' errors about it.
     failed = next((o[1] for o in done.values() if not o[0]), None)
     if code != 0 or not done:
-        why = stage_error or next(
-            (l[len("job failed: "):] for l in reversed(lines)
-             if l.startswith("job failed: ")), "exit code %d" % code)
+        why = stage_error or failure or "exit code %d" % code
         error = RuntimeError("horovod.spark.run_elastic: the job failed: %s"
                              % why)
         raise error from failed

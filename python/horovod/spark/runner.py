@@ -123,6 +123,14 @@ def spark_error(error):
     return run_api.first_line(error)
 
 
+def start_timeout_or_default(start_timeout):
+    """`start_timeout`, or HOROVOD_SPARK_START_TIMEOUT, or 600 s."""
+    if start_timeout is not None:
+        return start_timeout
+    return float(os.environ.get("HOROVOD_SPARK_START_TIMEOUT",
+                                _DEFAULT_START_TIMEOUT_S))
+
+
 def driver_address(sc):
     host = sc.getConf().get("spark.driver.host") or socket.gethostname()
     try:
@@ -168,9 +176,7 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None,
     if not isinstance(num_proc, int) or num_proc < 1:
         raise ValueError("horovod.spark.run: num_proc=%r is not a positive "
                          "integer" % (num_proc,))
-    if start_timeout is None:
-        start_timeout = float(os.environ.get("HOROVOD_SPARK_START_TIMEOUT",
-                                             _DEFAULT_START_TIMEOUT_S))
+    start_timeout = start_timeout_or_default(start_timeout)
     if isinstance(nics, str):
         nics = [nics]
     output = Output(size=num_proc, timestamps=prefix_output_with_timestamp)

@@ -181,7 +181,7 @@ def run_agent(job, _rows):
     ctx = TaskContext.get()
     slot, attempt = ctx.partitionId(), ctx.attemptNumber()
     where = (job["driver_addr"], job["driver_port"])
-    registration = {"slot": slot, "attempt": attempt, "host": host_key(),
+    registration = {"slot": slot, "host": host_key(),
                     "addr": agent_address(job["driver_addr"], job["nics"])}
     try:
         sock = socket.create_connection(where, timeout=PEER_TIMEOUT_S)
