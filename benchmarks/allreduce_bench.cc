@@ -11,7 +11,8 @@
 //
 //   horovodrun -np 2 build/benchmarks/allreduce_bench -l hvd-shm [-s 4,1M]
 //   [-b 1.5]
-// With -f COUNTxBYTES (e.g. 1000x4K) it measures tensor fusion instead:
+// With -f COUNTxBYTES (e.g. 1000x4K, -n STEPS, 30 by default) it measures
+// tensor fusion instead:
 // COUNT tensors submitted one call each per step, then waited for, against
 // one tensor of the same total size; it prints
 //   FUSION,<np>,cpp:<case>,<median_step_us>,<min_step_us>
@@ -147,10 +148,11 @@ void FusionCase(Bench& bench, int rank, int np, int count, size_t bytes,
     const horovod::EngineMetrics m = bench.Metrics();
     auto per = [&](double a, double b) { return (a - b) / steps * 1e6; };
     std::printf(
-        "PHASES,%d,cpp:%s,rank %d,lists %.1f,idle %.0f,negotiate %.0f,"
+        "PHASES,%d,cpp:%s,rank %d,lists %.1f,responses %.1f,idle %.0f,"
+        "negotiate %.0f,"
         "bookkeeping %.0f,copy %.0f,transfer %.0f,wait %.0f us\n",
         np, label.c_str(), rank, double(m.cycles - m0.cycles) / steps,
-        per(m.idle_s, m0.idle_s), per(m.negotiate_s, m0.negotiate_s),
+        double(m.responses - m0.responses) / steps, per(m.idle_s, m0.idle_s), per(m.negotiate_s, m0.negotiate_s),
         per(m.bookkeeping_s, m0.bookkeeping_s), per(m.copy_s, m0.copy_s),
         per(m.transfer_s, m0.transfer_s), per(m.wait_s, m0.wait_s));
     std::fflush(stdout);
@@ -173,6 +175,7 @@ int main(int argc, char** argv) {
   double budget = 1.5;
   int fusion_count = 0;
   size_t fusion_bytes = 0;
+  int fusion_steps = 30;
   std::vector<size_t> sizes(std::begin(kDefaultSizes), std::end(kDefaultSizes));
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
@@ -189,6 +192,8 @@ int main(int argc, char** argv) {
       }
       fusion_count = std::atoi(spec.substr(0, x).c_str());
       fusion_bytes = ParseSize(spec.substr(x + 1));
+    } else if (arg == "-n" && a + 1 < argc) {
+      fusion_steps = std::max(1, std::atoi(argv[++a]));
     } else if (arg == "-s" && a + 1 < argc) {
       sizes.clear();
       std::string list = argv[++a];
@@ -202,7 +207,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: %s [-l LABEL] [-s SIZES] [-b SECONDS] [-f COUNTxBYTES]\n",
+          "usage: %s [-l LABEL] [-s SIZES] [-b SECONDS] [-f COUNTxBYTES [-n "
+          "STEPS]]\n",
           argv[0]);
       return 2;
     }
@@ -215,7 +221,7 @@ int main(int argc, char** argv) {
   const int rank = engine->rank(), np = engine->size();
   Bench bench(engine.get());
   if (fusion_count > 0) {
-    FusionCase(bench, rank, np, fusion_count, fusion_bytes, 30);
+    FusionCase(bench, rank, np, fusion_count, fusion_bytes, fusion_steps);
     return 0;
   }
   if (rank == 0) {

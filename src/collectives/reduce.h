@@ -1,5 +1,5 @@
-// Element-wise kernels used by every reduction: dst = dst (op) src, and
-// in-place scaling. float16/bfloat16 are computed in float32 and rounded to
+// Element-wise kernels used by every reduction: dst = dst (op) src, the
+// same from two operands into a third buffer, and in-place scaling. float16/bfloat16 are computed in float32 and rounded to
 // nearest-even. Pure functions; thread-safe.
 #ifndef HOROVOD_COLLECTIVES_REDUCE_H_
 #define HOROVOD_COLLECTIVES_REDUCE_H_
@@ -14,6 +14,11 @@ namespace horovod {
 // Sum and Max are logical or, Min and Product logical and.
 void ReduceInto(void* dst, const void* src, int64_t count, DataType dtype,
                 ReduceOp op);
+// dst = a (op) b: an out-of-place operand reduced in one pass instead of a
+// copy and then ReduceInto. `dst` may be `a`; otherwise none of the three
+// may overlap.
+void ReduceOf(void* dst, const void* a, const void* b, int64_t count,
+              DataType dtype, ReduceOp op);
 // x = x * factor; integers are computed in double and truncated.
 void ScaleBuffer(void* buf, int64_t count, DataType dtype, double factor);
 

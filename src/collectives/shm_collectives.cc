@@ -81,6 +81,19 @@ class Run {
       std::memcpy(p, src + at * esize_, k * esize_);
     });
   }
+  // Like CopyOwn then ReduceFrom(start, len, other), in one pass: the
+  // operand's elements reduced with `other` where the result goes.
+  void ReduceOwnWith(int64_t start, int64_t len, const char* other,
+                     DataType dtype, ReduceOp op) const {
+    ForEachPiece(
+        start, len, [&](const Piece& p, int64_t from, int64_t at, int64_t k) {
+          char* d = static_cast<char*>(p.data) + from * esize_;
+          const char* a = p.src != nullptr
+                              ? static_cast<const char*>(p.src) + from * esize_
+                              : d;
+          ReduceOf(d, a, other + at * esize_, k, dtype, op);
+        });
+  }
   void ReduceFrom(int64_t start, int64_t len, const char* src, DataType dtype,
                   ReduceOp op) const {
     ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
@@ -133,9 +146,17 @@ Status BlockRounds(ShmGroup& g, const Run& run,
     HVD_RETURN_IF_ERROR(g.Barrier());
     const int64_t mine = RoundLen(counts[me], j, w);
     if (mine > 0) {
-      run.CopyOwn(at(me, j), mine);
-      for (int p = 0; p < n; ++p)
-        if (p != me) run.ReduceFrom(at(me, j), mine, slot(p, me), dtype, op);
+      // One member reduces each block, so its order need not agree.
+      bool first = true;
+      for (int p = 0; p < n; ++p) {
+        if (p == me) continue;
+        if (first)
+          run.ReduceOwnWith(at(me, j), mine, slot(p, me), dtype, op);
+        else
+          run.ReduceFrom(at(me, j), mine, slot(p, me), dtype, op);
+        first = false;
+      }
+      if (first) run.CopyOwn(at(me, j), mine);  // no peers
       if (gather) {
         run.Scale(at(me, j), mine, dtype, post);
         run.CopyResultOut(at(me, j), mine, slot(me, me));

@@ -369,6 +369,65 @@ TEST_P(Collectives, AllreduceOverPiecesScaledAndOutOfPlace) {
             CheckPieces(n, count, t, op, 256, 2.0, 0.5, layout);
 }
 
+// An out-of-place fused response with no prescale: each block's owner
+// reduces straight from its sources (ReduceOf), never reading the garbage
+// where the results go.
+TEST_P(Collectives, AllreduceOverPiecesOutOfPlaceUnscaled) {
+  for (int n : {2, 3})
+    for (DataType t : kAllTypes)
+      for (ReduceOp op : kOps)
+        for (int64_t count : {40, 5000})
+          for (int64_t small : {int64_t{1} << 30, int64_t{0}})
+            CheckPieces(n, count, t, op, small, 1.0, 0.5, Layout::kOutOfPlace);
+}
+
+TEST(Reduce, OfTwoOperandsIntoAThird) {
+  const float a[4] = {1.5f, -2.f, 3.f, 0.25f}, b[4] = {2.f, 5.f, -1.f, 4.f};
+  float d[4];
+  ReduceOf(d, a, b, 4, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(std::vector<float>(d, d + 4),
+            (std::vector<float>{3.5f, 3.f, 2.f, 4.25f}));
+  ReduceOf(d, a, b, 4, DataType::kFloat32, ReduceOp::kMin);
+  EXPECT_EQ(std::vector<float>(d, d + 4),
+            (std::vector<float>{1.5f, -2.f, -1.f, 0.25f}));
+  ReduceOf(d, a, b, 4, DataType::kFloat32, ReduceOp::kProduct);
+  EXPECT_EQ(std::vector<float>(d, d + 4),
+            (std::vector<float>{3.f, -10.f, -3.f, 1.f}));
+  const int8_t x[2] = {100, -100}, y[2] = {100, -100};
+  int8_t z[2];
+  ReduceOf(z, x, y, 2, DataType::kInt8, ReduceOp::kSum);  // wraps
+  EXPECT_EQ(z[0], static_cast<int8_t>(-56));
+  EXPECT_EQ(z[1], static_cast<int8_t>(56));
+  const uint16_t h[2] = {FloatToHalf(1.f), FloatToHalf(-3.f)},
+                 k[2] = {FloatToHalf(2.f), FloatToHalf(-4.f)};
+  uint16_t m[2];
+  ReduceOf(m, h, k, 2, DataType::kFloat16, ReduceOp::kMax);
+  EXPECT_EQ(m[0], k[0]);
+  EXPECT_EQ(m[1], h[1]);
+  const uint8_t p[3] = {1, 0, 1}, q[3] = {1, 1, 0};
+  uint8_t r[3];
+  ReduceOf(r, p, q, 3, DataType::kBool, ReduceOp::kProduct);
+  EXPECT_EQ(std::vector<uint8_t>(r, r + 3), (std::vector<uint8_t>{1, 0, 0}));
+  ReduceOf(r, p, q, 3, DataType::kBool, ReduceOp::kSum);
+  EXPECT_EQ(std::vector<uint8_t>(r, r + 3), (std::vector<uint8_t>{1, 1, 1}));
+}
+
+// Into a third buffer or into the first operand itself: the same result,
+// for every dtype and op, at lengths around the vector width.
+TEST(Reduce, OfMatchesInPlaceForEveryDtypeAndOp) {
+  for (DataType t : kAllTypes)
+    for (ReduceOp op : kOps)
+      for (int64_t count : {1, 7, 33, 1000}) {
+        const std::vector<char> a = Fill(t, count, 1, op == ReduceOp::kProduct);
+        const std::vector<char> b = Fill(t, count, 2, op == ReduceOp::kProduct);
+        std::vector<char> in_place = a, third(a.size(), char(0x5a));
+        ReduceOf(in_place.data(), in_place.data(), b.data(), count, t, op);
+        ReduceOf(third.data(), a.data(), b.data(), count, t, op);
+        EXPECT_EQ(third, in_place)
+            << DataTypeName(t) << " " << ReduceOpName(op) << " " << count;
+      }
+}
+
 TEST(Reduce, HalfPrecisionConversions) {
   EXPECT_EQ(HalfToFloat(FloatToHalf(1.5f)), 1.5f);
   EXPECT_EQ(HalfToFloat(FloatToHalf(65504.f)), 65504.f);
