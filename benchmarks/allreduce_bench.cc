@@ -152,7 +152,8 @@ void FusionCase(Bench& bench, int rank, int np, int count, size_t bytes,
         "negotiate %.0f,"
         "bookkeeping %.0f,copy %.0f,transfer %.0f,wait %.0f us\n",
         np, label.c_str(), rank, double(m.cycles - m0.cycles) / steps,
-        double(m.responses - m0.responses) / steps, per(m.idle_s, m0.idle_s), per(m.negotiate_s, m0.negotiate_s),
+        double(m.responses - m0.responses) / steps, per(m.idle_s, m0.idle_s),
+        per(m.negotiate_s, m0.negotiate_s),
         per(m.bookkeeping_s, m0.bookkeeping_s), per(m.copy_s, m0.copy_s),
         per(m.transfer_s, m0.transfer_s), per(m.wait_s, m0.wait_s));
     std::fflush(stdout);
