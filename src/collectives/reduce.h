@@ -1,6 +1,7 @@
 // Element-wise kernels used by every reduction: dst = dst (op) src, the
 // same from two operands into a third buffer, and in-place scaling.
-// float16/bfloat16 are computed in float32 and rounded to nearest-even. Pure functions; thread-safe.
+// float16/bfloat16 are computed in float32 and rounded to nearest-even.
+// Pure functions; thread-safe.
 #ifndef HOROVOD_COLLECTIVES_REDUCE_H_
 #define HOROVOD_COLLECTIVES_REDUCE_H_
 
