@@ -12,15 +12,17 @@ double Seconds(Clock::duration d) {
 
 }  // namespace
 
-void EngineImpl::AwaitEvent(int timeout_ms) {
-  const auto begin = Clock::now();
+Clock::time_point EngineImpl::AwaitEvent(int timeout_ms,
+                                         Clock::time_point begin) {
   const bool pending = queue_.Pending();
-  AwaitEventUntimed(timeout_ms);
+  const auto end = AwaitEventUntimed(timeout_ms, begin);
   (pending ? step_metrics_.negotiate_s : step_metrics_.idle_s) +=
-      Seconds(Clock::now() - begin);
+      Seconds(end - begin);
+  return end;
 }
 
-void EngineImpl::AwaitEventUntimed(int timeout_ms) {
+Clock::time_point EngineImpl::AwaitEventUntimed(int timeout_ms,
+                                                Clock::time_point begin) {
   for (auto& link : control_) link->Flush();
   if (bell_ != nullptr) {
     // A ring announces bytes, not frames: frames still waiting in a ring
@@ -29,15 +31,17 @@ void EngineImpl::AwaitEventUntimed(int timeout_ms) {
       if (link->valid() && link->HasData()) timeout_ms = 0;
     if (timeout_ms == 0) {  // work is waiting: no spin, no probes
       bell_seen_ = bell_->Read();
-      return;
+      return begin;  // no wait worth a clock read
     }
-    const auto start = std::chrono::steady_clock::now();
     if (!bell_->Wait(bell_seen_, loop_spin_.spin_us(), timeout_ms))
       for (auto& link : control_)
         if (link->valid()) link->Probe();
-    if (timeout_ms > 0) loop_spin_.RecordSince(start);
+    const auto end = Clock::now();
+    if (timeout_ms > 0)
+      loop_spin_.Record(
+          std::chrono::duration<double, std::micro>(end - begin).count());
     bell_seen_ = bell_->Read();  // before looking: later rings wake us
-    return;
+    return end;
   }
   pollfds_.assign(1, pollfd{queue_.wake_fd(), POLLIN, 0});
   for (auto& link : control_) pollfds_.push_back({link->fd(), POLLIN, 0});
@@ -45,13 +49,15 @@ void EngineImpl::AwaitEventUntimed(int timeout_ms) {
   if (pollfds_[0].revents) queue_.DrainWake();
   for (size_t i = 0; i < control_.size(); ++i)
     if (pollfds_[i + 1].revents) control_[i]->MarkReadable();
+  return Clock::now();
 }
 
 void EngineImpl::Loop() {
   while (!loop_done_.load()) {
     if (!MayDrive()) continue;
     std::unique_lock<std::mutex> drive(drive_mu_);
-    while (!loop_done_.load() && callers_.load() == 0) RunStep(1000);
+    auto t = Clock::now();
+    while (!loop_done_.load() && callers_.load() == 0) t = RunStep(1000, t);
   }
 }
 
@@ -71,34 +77,42 @@ void EngineImpl::DriveUntil(HandleState& h, Clock::time_point until) {
   callers_.fetch_add(1);
   // Ends the loop thread's wait so it lets go of drive_mu_.
   if (!parked_.load()) queue_.Wake();
-  while (!h.Done() && !loop_done_.load() && Clock::now() < until) {
+  // Each step's end is the next one's start and the time held against
+  // `until`: the clock is read once a step, not at every use.
+  auto t = Clock::now();
+  while (!h.Done() && !loop_done_.load() && t < until) {
     std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
     if (!drive.owns_lock()) {
       // The loop thread lets go at the end of its step; another waiter
       // once its own handle is done, and it may complete ours meanwhile.
-      std::unique_lock<std::mutex> lock(h.mu);
-      h.cv.wait_for(lock, kDriveRetry, [&h] { return h.done; });
+      {
+        std::unique_lock<std::mutex> lock(h.mu);
+        h.cv.wait_for(lock, kDriveRetry, [&h] { return h.done; });
+      }
+      t = Clock::now();
       continue;
     }
-    while (!h.Done() && !loop_done_.load()) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      until - Clock::now())
-                      .count();
-      if (left < 0) break;
-      RunStep(static_cast<int>(std::min<int64_t>(1000, left + 1)));
+    while (!h.Done() && !loop_done_.load() && t < until) {
+      const int64_t left =
+          until == Clock::time_point::max()
+              ? 1000
+              : std::chrono::duration_cast<std::chrono::milliseconds>(until - t)
+                    .count();
+      t = RunStep(static_cast<int>(std::min<int64_t>(1000, left + 1)), t);
     }
   }
-  last_drive_end_.store(Clock::now().time_since_epoch().count());
+  last_drive_end_.store(t.time_since_epoch().count());
   callers_.fetch_sub(1);
 }
 
-void EngineImpl::RunStep(int max_wait_ms) {
+Clock::time_point EngineImpl::RunStep(int max_wait_ms,
+                                      Clock::time_point begin) {
   bool finished = false;
-  const auto begin = Clock::now();
-  Status st = job_.rank == 0 ? CoordinatorStep(max_wait_ms, &finished)
-                             : WorkerStep(max_wait_ms, &finished);
-  AddStepMetrics(Clock::now() - begin);
-  if (st.ok() && !finished && !shutdown_received_) return;
+  Status st = job_.rank == 0 ? CoordinatorStep(max_wait_ms, begin, &finished)
+                             : WorkerStep(max_wait_ms, begin, &finished);
+  const auto end = Clock::now();
+  AddStepMetrics(end - begin);
+  if (st.ok() && !finished && !shutdown_received_) return end;
   if (!st.ok()) Fatal(st.message());
   // Transfers that broke as the job shut down, and operations it will
   // never run (another rank shut it down), still owe their callers an
@@ -107,6 +121,7 @@ void EngineImpl::RunStep(int max_wait_ms) {
   queue_.FailAll(Status::Aborted(ShutdownMessage()));
   loop_done_.store(true);
   park_cv_.notify_all();
+  return end;
 }
 
 void EngineImpl::AddStepMetrics(Clock::duration step) {

@@ -15,11 +15,10 @@ void EngineImpl::TickNegotiation(int rank, const RequestList& list) {
   }
 }
 
-RequestList EngineImpl::CollectRequests() {
+RequestList EngineImpl::CollectRequests(Clock::time_point now) {
   RequestList list;
   list.epoch = epoch_;
   queue_.TakeNew(&fresh_, &operands_);
-  const auto now = Clock::now();
   for (size_t i = 0; i < fresh_.size(); ++i) {
     Request& r = fresh_[i];
     if (BoardEligible(r)) {
@@ -45,7 +44,7 @@ RequestList EngineImpl::CollectRequests() {
     list.shutdown = true;
     shutdown_sent_ = true;
   }
-  TakeWaiting(&list, Clock::now());
+  TakeWaiting(&list, now);
   return list;
 }
 
@@ -54,9 +53,10 @@ bool EngineImpl::Empty(const RequestList& l) {
          !l.waiting_update;
 }
 
-Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
+Status EngineImpl::CoordinatorStep(int max_wait_ms, Clock::time_point begin,
+                                   bool* finished) {
   const int n = job_.size;
-  auto now = Clock::now();
+  auto now = begin;
   int timeout = max_wait_ms;
   auto wake = coordinator_->NextWake(now);
   if (wake != Clock::time_point::max())
@@ -68,11 +68,11 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
   // While our board round is open nothing goes out; the peers' posts ring.
   const bool held = board_ != nullptr && board_->open();
   if (coordinator_->ShouldEmit(now) && !held) timeout = 0;
-  AwaitEvent(std::min({timeout, liveness_->WaitMs(now), WaitReportDueMs(now),
-                       BoardDueMs(now)}));
+  now = AwaitEvent(std::min({timeout, liveness_->WaitMs(now),
+                             WaitReportDueMs(now), BoardDueMs(now)}),
+                   begin);
   timeline_.MarkCycleStart();
-  now = Clock::now();
-  RequestList mine = CollectRequests();
+  RequestList mine = CollectRequests(now);
   if (!Empty(mine)) {
     TickNegotiation(0, mine);
     coordinator_->AddRequestList(0, mine, now);
@@ -97,20 +97,24 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, bool* finished) {
   for (const std::string& w : coordinator_->TakeStallWarnings(now))
     HVD_LOG(kWarning, w);
   if (board_ != nullptr && board_->open()) return CheckLiveness(now);
+  bool emitted = false;
   if (coordinator_->ShouldEmit(now)) {
     HVD_RETURN_IF_ERROR(Emit(now, finished));
     if (*finished) return Status::OK();
+    emitted = true;
   }
   RequestList late;
   late.epoch = epoch_;
-  BoardPost(&late, Clock::now(), false);
+  // Executing the list may have taken long.
+  const auto later = emitted ? Clock::now() : now;
+  BoardPost(&late, later, false);
   if (!Empty(late)) {
     TickNegotiation(0, late);
-    coordinator_->AddRequestList(0, late, Clock::now());
+    coordinator_->AddRequestList(0, late, later);
   }
   // Posting last completes the round: finish it in this step.
   HVD_RETURN_IF_ERROR(BoardComplete());
-  return CheckLiveness(Clock::now());
+  return CheckLiveness(later);
 }
 
 Status EngineImpl::Emit(Clock::time_point now, bool* finished) {
@@ -155,13 +159,14 @@ void EngineImpl::Tune(const ResponseList& list) {
   tuned_small_allreduce_bytes_ = p.small_allreduce_bytes;
 }
 
-Status EngineImpl::WorkerStep(int max_wait_ms, bool* finished) {
+Status EngineImpl::WorkerStep(int max_wait_ms, Clock::time_point begin,
+                              bool* finished) {
   ControlLink& ctl = *control_[0];
-  const auto before = Clock::now();
-  AwaitEvent(std::min({max_wait_ms, liveness_->WaitMs(before),
-                       WaitReportDueMs(before), BoardDueMs(before)}));
-  const auto now = Clock::now();
-  RequestList mine = CollectRequests();
+  const auto now =
+      AwaitEvent(std::min({max_wait_ms, liveness_->WaitMs(begin),
+                           WaitReportDueMs(begin), BoardDueMs(begin)}),
+                 begin);
+  RequestList mine = CollectRequests(now);
   Status st;
   if (!Empty(mine)) {
     st = ctl.WriteFrame(EncodeRequestList(mine),
@@ -191,12 +196,14 @@ Status EngineImpl::WorkerStep(int max_wait_ms, bool* finished) {
   }
   RequestList late;
   late.epoch = epoch_;
-  BoardPost(&late, Clock::now(), !Empty(mine));
+  // Executing a list may have taken long.
+  const auto later = frame.empty() ? now : Clock::now();
+  BoardPost(&late, later, !Empty(mine));
   if (!Empty(late)) {
     st = ctl.WriteFrame(EncodeRequestList(late),
                         Deadline::After(knobs_.operation_timeout_s));
     if (!st.ok()) return LostCoordinator(st);
-    liveness_->Sent(Clock::now());
+    liveness_->Sent(later);
   }
   // Posting last completes the round: finish it in this step (completing a
   // round early never reorders it against a response list).

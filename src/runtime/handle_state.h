@@ -6,6 +6,7 @@
 
 #include <horovod/engine.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -17,7 +18,10 @@ namespace horovod {
 struct HandleState {
   mutable std::mutex mu;
   std::condition_variable cv;
-  bool done = false;
+  bool done = false;  // under mu, for cv's waiters
+  // `done`, readable without the lock: a driving waiter checks it after
+  // every loop step. Set (release) after everything Complete publishes.
+  std::atomic<bool> finished{false};
   Status status;
   // Set by the background loop before Complete; read only after done.
   std::shared_ptr<Buffer> output;
@@ -30,10 +34,7 @@ struct HandleState {
   // Set at enqueue: the way back to the engine for waiting threads.
   std::shared_ptr<DriveGate> gate;
 
-  bool Done() const {
-    std::lock_guard<std::mutex> lock(mu);
-    return done;
-  }
+  bool Done() const { return finished.load(std::memory_order_acquire); }
 
   void Complete(Status s) {
     {
@@ -41,6 +42,7 @@ struct HandleState {
       if (done) return;
       status = std::move(s);
       done = true;
+      finished.store(true, std::memory_order_release);
     }
     cv.notify_all();
   }
