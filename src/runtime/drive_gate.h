@@ -28,20 +28,25 @@ struct HandleState;
 class DriveGate {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
-  // Runs the loop until `h` is done, `until` passes or the loop has ended.
-  using DriveFn = std::function<void(HandleState& h, TimePoint until)>;
-  // A thread begins (true) or ends (false) waiting on `h`.
-  using WaitFn = std::function<void(const HandleState& h, bool begin)>;
+  // Runs the loop from `start` (the caller's clock reading) until `h` is
+  // done, `until` passes or the loop has ended; returns the time it
+  // stopped. Callers pass times along instead of reading the clock again:
+  // a read costs about 25 ns here, a synchronous collective about 1 µs.
+  using DriveFn = std::function<TimePoint(HandleState& h, TimePoint start,
+                                          TimePoint until)>;
+  // A thread begins (true) or ends (false) waiting on `h`, at `now`.
+  using WaitFn =
+      std::function<void(const HandleState& h, bool begin, TimePoint now)>;
 
   // An empty `drive` leaves the loop to the engine's thread (waiters sleep).
   DriveGate(DriveFn drive, WaitFn on_wait)
       : fn_(std::move(drive)), on_wait_(std::move(on_wait)) {}
 
   // False, without running anything, once closed or when waiters do not
-  // drive.
-  bool Drive(HandleState& h, TimePoint until) {
+  // drive; else *end is when the drive stopped.
+  bool Drive(HandleState& h, TimePoint start, TimePoint until, TimePoint* end) {
     if (!fn_ || !Enter()) return false;
-    fn_(h, until);
+    *end = fn_(h, start, until);
     Leave();
     return true;
   }
@@ -50,10 +55,10 @@ class DriveGate {
   // of callers inside and a closed flag, which Close sets before it waits
   // for the count to drop to zero (both sequentially consistent, so either
   // the caller sees the flag or Close sees the caller).
-  void Waiting(const HandleState& h, bool begin) {
+  void Waiting(const HandleState& h, bool begin, TimePoint now) {
     if (!on_wait_) return;
     waiting_inside_.fetch_add(1);
-    if (!shut_.load()) on_wait_(h, begin);
+    if (!shut_.load()) on_wait_(h, begin, now);
     waiting_inside_.fetch_sub(1);
   }
 

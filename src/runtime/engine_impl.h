@@ -176,9 +176,11 @@ class EngineImpl {
   // false: ask again.
   bool MayDrive();
 
-  // A waiting caller's turn (DriveGate): run steps until `h` is done. When
-  // another caller drives, that one may complete `h`; look again shortly.
-  void DriveUntil(HandleState& h, Clock::time_point until);
+  // A waiting caller's turn (DriveGate): run steps from `start` until `h`
+  // is done; returns when it stopped. When another caller drives, that one
+  // may complete `h`; look again shortly.
+  Clock::time_point DriveUntil(HandleState& h, Clock::time_point start,
+                               Clock::time_point until);
 
   // One step with drive_mu_ held, begun at `begin`; ends the loop when the
   // job is over or failed. Returns the time the step ended.
@@ -219,7 +221,7 @@ class EngineImpl {
 
   // A thread of this rank begins or ends waiting on an operation. Cheap:
   // a synchronous collective calls it twice.
-  void OnWait(const HandleState& h, bool begin);
+  void OnWait(const HandleState& h, bool begin, Clock::time_point now);
 
   // True while every thread that has submitted to this rank waits (see
   // ThreadCensus). Called with waiting_mu_ held.

@@ -73,13 +73,15 @@ bool EngineImpl::MayDrive() {
   return false;
 }
 
-void EngineImpl::DriveUntil(HandleState& h, Clock::time_point until) {
+Clock::time_point EngineImpl::DriveUntil(HandleState& h,
+                                         Clock::time_point start,
+                                         Clock::time_point until) {
   callers_.fetch_add(1);
   // Ends the loop thread's wait so it lets go of drive_mu_.
   if (!parked_.load()) queue_.Wake();
   // Each step's end is the next one's start and the time held against
   // `until`: the clock is read once a step, not at every use.
-  auto t = Clock::now();
+  auto t = start;
   while (!h.Done() && !loop_done_.load() && t < until) {
     std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
     if (!drive.owns_lock()) {
@@ -103,6 +105,7 @@ void EngineImpl::DriveUntil(HandleState& h, Clock::time_point until) {
   }
   last_drive_end_.store(t.time_since_epoch().count());
   callers_.fetch_sub(1);
+  return t;
 }
 
 Clock::time_point EngineImpl::RunStep(int max_wait_ms,

@@ -109,7 +109,8 @@ void EngineImpl::CountSubmitter() {
   census_->live.fetch_add(1);
 }
 
-void EngineImpl::OnWait(const HandleState& h, bool begin) {
+void EngineImpl::OnWait(const HandleState& h, bool begin,
+                        Clock::time_point now) {
   const bool submitter = tls_census.census == census_;
   std::lock_guard<std::mutex> lock(waiting_mu_);
   if (begin) {
@@ -125,8 +126,7 @@ void EngineImpl::OnWait(const HandleState& h, bool begin) {
   }
   episode_.fetch_add(1);
   report_due_.store(
-      Blocked() ? (Clock::now() + kWaitReportAfter).time_since_epoch().count()
-                : kNever);
+      Blocked() ? (now + kWaitReportAfter).time_since_epoch().count() : kNever);
 }
 
 bool EngineImpl::Blocked() const {

@@ -66,12 +66,15 @@ Status EngineImpl::Start() {
                                          &timeline_, std::move(mesh.hosts));
   DriveGate::DriveFn drive;
   if (knobs_.caller_drives)
-    drive = [this](HandleState& h, DriveGate::TimePoint until) {
-      DriveUntil(h, until);
+    drive = [this](HandleState& h, DriveGate::TimePoint start,
+                   DriveGate::TimePoint until) {
+      return DriveUntil(h, start, until);
     };
   gate_ = std::make_shared<DriveGate>(
       std::move(drive),
-      [this](const HandleState& h, bool begin) { OnWait(h, begin); });
+      [this](const HandleState& h, bool begin, DriveGate::TimePoint now) {
+        OnWait(h, begin, now);
+      });
   thread_ = std::thread([this] { Loop(); });
   return Status::OK();
 }

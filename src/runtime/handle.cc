@@ -36,22 +36,25 @@ Status Sleep(HandleState& h, std::chrono::steady_clock::time_point until,
 
 Status Handle::Wait(double timeout_s) const {
   using SteadyClock = std::chrono::steady_clock;
+  if (Poll()) return state_->status;
+  // One clock reading starts the wait; the drive returns the time it
+  // ended, so a synchronous collective reads the clock only in its steps.
+  const auto start = SteadyClock::now();
   const auto until =
       timeout_s < 0 ? SteadyClock::time_point::max()
-                    : SteadyClock::now() +
-                          std::chrono::duration_cast<SteadyClock::duration>(
-                              std::chrono::duration<double>(timeout_s));
-  if (state_->gate == nullptr || Poll())
-    return Sleep(*state_, until, timeout_s < 0);
+                    : start + std::chrono::duration_cast<SteadyClock::duration>(
+                                  std::chrono::duration<double>(timeout_s));
+  if (state_->gate == nullptr) return Sleep(*state_, until, timeout_s < 0);
   // The engine reports what this rank's threads are blocked on to rank 0,
   // from the start of the wait until its end, however it ends.
   DriveGate& gate = *state_->gate;
-  const auto start = SteadyClock::now();
-  gate.Waiting(*state_, true);
-  gate.Drive(*state_, until);
+  gate.Waiting(*state_, true, start);
+  SteadyClock::time_point end;
+  const bool driven = gate.Drive(*state_, start, until, &end) && Poll();
   Status st = Sleep(*state_, until, timeout_s < 0);
-  gate.Waiting(*state_, false);
-  gate.AddWaitTime(SteadyClock::now() - start);
+  if (!driven) end = SteadyClock::now();
+  gate.Waiting(*state_, false, end);
+  gate.AddWaitTime(end - start);
   return st;
 }
 

@@ -21,9 +21,10 @@ using SteadyClock = std::chrono::steady_clock;
 TEST(DriveGate, WaiterDrivesOnItsOwnThread) {
   std::thread::id driver;
   auto gate = std::make_shared<DriveGate>(
-      [&](HandleState& h, DriveGate::TimePoint) {
+      [&](HandleState& h, DriveGate::TimePoint, DriveGate::TimePoint) {
         driver = std::this_thread::get_id();
         h.Complete(Status::Mismatch("from the driver"));
+        return SteadyClock::now();
       },
       nullptr);
   auto state = std::make_shared<HandleState>();
@@ -37,7 +38,11 @@ TEST(DriveGate, WaiterDrivesOnItsOwnThread) {
 TEST(DriveGate, DoneHandleIsNotDriven) {
   int drives = 0;
   auto gate = std::make_shared<DriveGate>(
-      [&](HandleState&, DriveGate::TimePoint) { ++drives; }, nullptr);
+      [&](HandleState&, DriveGate::TimePoint start, DriveGate::TimePoint) {
+        ++drives;
+        return start;
+      },
+      nullptr);
   auto state = std::make_shared<HandleState>();
   state->gate = gate;
   state->Complete(Status::OK());
@@ -49,8 +54,9 @@ TEST(DriveGate, TimeoutHoldsWhileDriving) {
   // A driver that never completes the handle but honours `until`, as the
   // engine's does.
   auto gate = std::make_shared<DriveGate>(
-      [](HandleState&, DriveGate::TimePoint until) {
+      [](HandleState&, DriveGate::TimePoint, DriveGate::TimePoint until) {
         std::this_thread::sleep_until(until);
+        return SteadyClock::now();
       },
       nullptr);
   auto state = std::make_shared<HandleState>();
@@ -67,7 +73,11 @@ TEST(DriveGate, TimeoutHoldsWhileDriving) {
 TEST(DriveGate, ClosedGateFallsBackToWaiting) {
   std::atomic<int> drives{0};
   auto gate = std::make_shared<DriveGate>(
-      [&](HandleState&, DriveGate::TimePoint) { ++drives; }, nullptr);
+      [&](HandleState&, DriveGate::TimePoint start, DriveGate::TimePoint) {
+        ++drives;
+        return start;
+      },
+      nullptr);
   gate->Close();
   auto state = std::make_shared<HandleState>();
   state->gate = gate;
@@ -78,16 +88,19 @@ TEST(DriveGate, ClosedGateFallsBackToWaiting) {
   EXPECT_TRUE(Handle(state).Wait(10).ok());
   completer.join();
   EXPECT_EQ(drives.load(), 0);
-  EXPECT_FALSE(gate->Drive(*state, SteadyClock::now()));
+  DriveGate::TimePoint end;
+  const auto now = SteadyClock::now();
+  EXPECT_FALSE(gate->Drive(*state, now, now, &end));
 }
 
 TEST(DriveGate, CloseWaitsForDriversInside) {
   std::atomic<bool> inside{false}, release{false}, closed{false};
   auto gate = std::make_shared<DriveGate>(
-      [&](HandleState& h, DriveGate::TimePoint) {
+      [&](HandleState& h, DriveGate::TimePoint, DriveGate::TimePoint) {
         inside = true;
         while (!release) std::this_thread::yield();
         h.Complete(Status::OK());
+        return SteadyClock::now();
       },
       nullptr);
   auto state = std::make_shared<HandleState>();
@@ -106,12 +119,40 @@ TEST(DriveGate, CloseWaitsForDriversInside) {
   EXPECT_TRUE(closed.load());
 }
 
+TEST(DriveGate, TheDriveSpansTheWaitFromItsStartToTheTimeItReturns) {
+  // The wait passes its start to the drive and counts its time up to the
+  // end the drive returns, reading the clock no more.
+  DriveGate::TimePoint seen_start;
+  std::vector<DriveGate::TimePoint> reported;
+  auto gate = std::make_shared<DriveGate>(
+      [&](HandleState& h, DriveGate::TimePoint start, DriveGate::TimePoint) {
+        seen_start = start;
+        h.Complete(Status::OK());
+        return start + std::chrono::milliseconds(250);
+      },
+      [&](const HandleState&, bool, DriveGate::TimePoint now) {
+        reported.push_back(now);
+      });
+  auto state = std::make_shared<HandleState>();
+  state->gate = gate;
+  const auto before = SteadyClock::now();
+  EXPECT_TRUE(Handle(state).Wait().ok());
+  EXPECT_GE(seen_start, before);
+  EXPECT_LE(seen_start, SteadyClock::now());
+  ASSERT_EQ(reported.size(), 2u);
+  EXPECT_EQ(reported[0], seen_start);
+  EXPECT_EQ(reported[1], seen_start + std::chrono::milliseconds(250));
+  EXPECT_EQ(gate->wait_time(), std::chrono::milliseconds(250));
+  gate->Close();
+}
+
 TEST(DriveGate, WaitsAreReportedFromStartToEnd) {
   // No drive function: waiters sleep, and still report what they wait on,
   // also when the wait times out.
   std::vector<std::pair<const HandleState*, bool>> events;
   auto gate = std::make_shared<DriveGate>(
-      DriveGate::DriveFn(), [&](const HandleState& h, bool begin) {
+      DriveGate::DriveFn(),
+      [&](const HandleState& h, bool begin, DriveGate::TimePoint) {
         events.emplace_back(&h, begin);
       });
   auto state = std::make_shared<HandleState>();
@@ -123,7 +164,9 @@ TEST(DriveGate, WaitsAreReportedFromStartToEnd) {
   EXPECT_EQ(
       events[1],
       std::make_pair(static_cast<const HandleState*>(state.get()), false));
-  EXPECT_FALSE(gate->Drive(*state, SteadyClock::now()));
+  DriveGate::TimePoint end;
+  const auto now = SteadyClock::now();
+  EXPECT_FALSE(gate->Drive(*state, now, now, &end));
   state->Complete(Status::OK());
   EXPECT_TRUE(Handle(state).Wait().ok());  // done: nothing to report
   EXPECT_EQ(events.size(), 2u);
