@@ -74,33 +74,35 @@ class DriveGate {
   void Close() {
     shut_.store(true);
     {
+      // A driver that leaves last after shut_ is set notifies under mu_,
+      // so it cannot slip between this check and the wait.
       std::unique_lock<std::mutex> lock(mu_);
-      closed_ = true;
-      cv_.wait(lock, [&] { return inside_ == 0; });
+      cv_.wait(lock, [&] { return inside_.load() == 0; });
     }
     while (waiting_inside_.load() != 0) std::this_thread::yield();
   }
 
  private:
+  // Once per wait that drives, so without locks either, as Waiting: the
+  // count goes up before the flag is read, and Close sets the flag before
+  // it reads the count.
   bool Enter() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return false;
-    ++inside_;
-    return true;
+    inside_.fetch_add(1);
+    if (!shut_.load()) return true;
+    Leave();
+    return false;
   }
   void Leave() {
-    {
+    if (inside_.fetch_sub(1) == 1 && shut_.load()) {
       std::lock_guard<std::mutex> lock(mu_);
-      --inside_;
+      cv_.notify_all();
     }
-    cv_.notify_all();
   }
 
   std::atomic<int64_t> wait_ns_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  bool closed_ = false;
-  int inside_ = 0;
+  std::atomic<int> inside_{0};
   DriveFn fn_;
   WaitFn on_wait_;
   std::atomic<bool> shut_{false};

@@ -51,7 +51,7 @@ Status Handle::Wait(double timeout_s) const {
   gate.Waiting(*state_, true, start);
   SteadyClock::time_point end;
   const bool driven = gate.Drive(*state_, start, until, &end) && Poll();
-  Status st = Sleep(*state_, until, timeout_s < 0);
+  Status st = driven ? state_->status : Sleep(*state_, until, timeout_s < 0);
   if (!driven) end = SteadyClock::now();
   gate.Waiting(*state_, false, end);
   gate.AddWaitTime(end - start);

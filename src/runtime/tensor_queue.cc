@@ -35,6 +35,7 @@ Status TensorQueue::Add(TensorEntry* entries, size_t n) {
       filed.first->second = std::move(e);
       added_.push_back(filed.first);
     }
+    pending_.store(true, std::memory_order_relaxed);
     for (auto it : added_) {
       const TensorEntry& e = it->second;
       fresh_.push_back(e.request);
@@ -76,6 +77,7 @@ bool TensorQueue::Take(const std::string& key, TensorEntry* out) {
   if (it == in_flight_.end()) return false;
   *out = std::move(it->second);
   in_flight_.erase(it);
+  pending_.store(!in_flight_.empty(), std::memory_order_relaxed);
   return true;
 }
 
@@ -93,11 +95,11 @@ void TensorQueue::TakeMany(int process_set,
     (*present)[i] = true;
     in_flight_.erase(it);
   }
+  pending_.store(!in_flight_.empty(), std::memory_order_relaxed);
 }
 
-bool TensorQueue::Pending() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !in_flight_.empty();
+bool TensorQueue::Pending() const {
+  return pending_.load(std::memory_order_relaxed);
 }
 
 bool TensorQueue::Find(const std::string& key, Request* out) {
@@ -114,6 +116,7 @@ void TensorQueue::FailAll(const Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_.ok()) closed_ = status;
     doomed.swap(in_flight_);
+    pending_.store(false, std::memory_order_relaxed);
     fresh_.clear();
     fresh_operands_.clear();
   }

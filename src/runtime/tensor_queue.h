@@ -7,6 +7,7 @@
 #ifndef HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 #define HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -57,8 +58,10 @@ class TensorQueue {
   // (*present)[i] says whether (*out)[i] was found.
   void TakeMany(int process_set, const std::vector<std::string>& names,
                 std::vector<TensorEntry>* out, std::vector<bool>* present);
-  // Whether some entry is in flight (submitted and not yet executed).
-  bool Pending();
+  // Whether some entry is in flight (submitted and not yet executed): a
+  // hint read without the lock, once a loop step, to tell waiting for work
+  // from waiting on peers.
+  bool Pending() const;
   // Copies the in-flight request under `key`; false if there is none.
   bool Find(const std::string& key, Request* out);
   // The keys of the in-flight entries behind `handles`, sorted, each once;
@@ -83,6 +86,7 @@ class TensorQueue {
   std::string key_;                       // TakeMany's lookups, reused
   std::vector<Request> fresh_;
   std::vector<const void*> fresh_operands_;
+  std::atomic<bool> pending_{false};  // !in_flight_.empty(), set under mu_
   Status closed_;
   int wake_fd_;
   std::function<void()> wake_hook_;
