@@ -340,13 +340,18 @@ class EngineImpl {
   bool failure_reported_ = false;
   uint64_t epoch_ = 0;
   // EngineMetrics: the running step's share of the times and cycles,
-  // added under metrics_mu_ when the step ends (any thread may read the
-  // totals). The work counts are counted at once instead (here and in
-  // Executor::Work), before the handles they concern complete: a thread
-  // that saw its handle complete finds its tensor in Metrics().
+  // added to the totals when the step ends: by one thread at a time (the
+  // one holding drive_mu_), read by any, so atomics without a lock. The
+  // work counts are counted at once instead (here and in Executor::Work),
+  // before the handles they concern complete: a thread that saw its handle
+  // complete finds its tensor in Metrics().
   EngineMetrics step_metrics_;
-  mutable std::mutex metrics_mu_;
-  EngineMetrics metrics_;
+  struct StepTotals {
+    std::atomic<uint64_t> cycles{0};
+    std::atomic<double> idle_s{0}, negotiate_s{0}, bookkeeping_s{0}, copy_s{0},
+        transfer_s{0};
+  };
+  StepTotals totals_;
   std::atomic<uint64_t> cache_hits_{0};
   std::atomic<uint64_t> cache_misses_{0};
   std::unordered_map<uint32_t, std::string> hit_keys_;

@@ -134,25 +134,30 @@ void EngineImpl::AddStepMetrics(Clock::duration step) {
   s.transfer_s = x.transfer_ns * 1e-9;
   s.bookkeeping_s = std::max(
       0.0, Seconds(step) - s.idle_s - s.negotiate_s - s.copy_s - s.transfer_s);
-  {
-    std::lock_guard<std::mutex> lock(metrics_mu_);
-    EngineMetrics& m = metrics_;
-    m.cycles += s.cycles;
-    m.idle_s += s.idle_s;
-    m.negotiate_s += s.negotiate_s;
-    m.bookkeeping_s += s.bookkeeping_s;
-    m.copy_s += s.copy_s;
-    m.transfer_s += s.transfer_s;
-  }
+  // One writer (the thread holding drive_mu_): plain loads and stores.
+  auto add = [](auto& total, auto v) {
+    total.store(total.load(std::memory_order_relaxed) + v,
+                std::memory_order_relaxed);
+  };
+  StepTotals& t = totals_;
+  add(t.cycles, s.cycles);
+  add(t.idle_s, s.idle_s);
+  add(t.negotiate_s, s.negotiate_s);
+  add(t.bookkeeping_s, s.bookkeeping_s);
+  add(t.copy_s, s.copy_s);
+  add(t.transfer_s, s.transfer_s);
   s = EngineMetrics();
 }
 
 EngineMetrics EngineImpl::Metrics() const {
   EngineMetrics m;
-  {
-    std::lock_guard<std::mutex> lock(metrics_mu_);
-    m = metrics_;
-  }
+  const StepTotals& t = totals_;
+  m.cycles = t.cycles.load(std::memory_order_relaxed);
+  m.idle_s = t.idle_s.load(std::memory_order_relaxed);
+  m.negotiate_s = t.negotiate_s.load(std::memory_order_relaxed);
+  m.bookkeeping_s = t.bookkeeping_s.load(std::memory_order_relaxed);
+  m.copy_s = t.copy_s.load(std::memory_order_relaxed);
+  m.transfer_s = t.transfer_s.load(std::memory_order_relaxed);
   if (executor_ != nullptr) {
     const ExecutorWork w = executor_->Work();
     m.responses = w.responses;

@@ -31,16 +31,21 @@ void EngineImpl::LeaveCensus() {
 Status EngineImpl::Enqueue(OpType op, const TensorView* tensors, size_t n,
                            const CollectiveArgs& args, Handle* handles) {
   CountSubmitter();
-  std::shared_ptr<const std::vector<int>> set = sets_.Find(args.process_set);
-  if (set == nullptr)
-    return Status::InvalidArgument(
-        "process set " + std::to_string(args.process_set) +
-        " is not registered on rank " + std::to_string(job_.rank));
-  const std::vector<int>& members = *set;
-  if (std::find(members.begin(), members.end(), job_.rank) == members.end())
-    return Status::InvalidArgument("rank " + std::to_string(job_.rank) +
-                                   " is not a member of process set " +
-                                   std::to_string(args.process_set));
+  // Every rank is in set 0, which never changes: the common call takes no
+  // lock for it.
+  std::shared_ptr<const std::vector<int>> set;
+  if (args.process_set != 0) {
+    set = sets_.Find(args.process_set);
+    if (set == nullptr)
+      return Status::InvalidArgument(
+          "process set " + std::to_string(args.process_set) +
+          " is not registered on rank " + std::to_string(job_.rank));
+    if (std::find(set->begin(), set->end(), job_.rank) == set->end())
+      return Status::InvalidArgument("rank " + std::to_string(job_.rank) +
+                                     " is not a member of process set " +
+                                     std::to_string(args.process_set));
+  }
+  const std::vector<int>& members = set ? *set : sets_.global();
   if (n == 0) return Status::OK();
   // One tensor, the common call, needs no vector.
   TensorEntry one;

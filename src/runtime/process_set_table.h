@@ -17,8 +17,12 @@ class ProcessSetTable {
   explicit ProcessSetTable(int size) {
     std::vector<int> all(size);
     for (int i = 0; i < size; ++i) all[i] = i;
-    sets_[0] = std::make_shared<const std::vector<int>>(std::move(all));
+    global_ = std::make_shared<const std::vector<int>>(std::move(all));
+    sets_[0] = global_;
   }
+  // Set 0, which is never removed (rank 0 refuses to): read without the
+  // lock on the enqueue path.
+  const std::vector<int>& global() const { return *global_; }
   bool Get(int id, std::vector<int>* ranks) const {
     auto found = Find(id);
     if (found == nullptr) return false;
@@ -36,6 +40,7 @@ class ProcessSetTable {
     sets_[id] = std::make_shared<const std::vector<int>>(std::move(ranks));
   }
   void Remove(int id) {
+    if (id == 0) return;
     std::lock_guard<std::mutex> lock(mu_);
     sets_.erase(id);
   }
@@ -47,6 +52,7 @@ class ProcessSetTable {
   }
 
  private:
+  std::shared_ptr<const std::vector<int>> global_;
   mutable std::mutex mu_;
   std::map<int, std::shared_ptr<const std::vector<int>>> sets_;
 };
