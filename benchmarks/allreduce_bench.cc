@@ -14,7 +14,8 @@
 // With -f COUNTxBYTES (e.g. 1000x4K, -n STEPS, 30 by default) it measures
 // tensor fusion instead:
 // COUNT tensors submitted one call each per step, then waited for, against
-// one tensor of the same total size; it prints
+// one tensor of the same total size (and that tensor with COUNT 4-byte ones
+// beside it); it prints
 //   FUSION,<np>,cpp:<case>,<median_step_us>,<min_step_us>
 // with the step time the max over ranks (as benchmarks/fusion_bench.py),
 // and per rank a PHASES line: the engine's metrics per step.
@@ -128,9 +129,12 @@ double Median(std::vector<double> v) {
 
 void FusionCase(Bench& bench, int rank, int np, int count, size_t bytes,
                 int steps) {
-  auto run = [&](const std::string& label, int n, size_t each) {
-    std::vector<std::vector<float>> tensors(
-        n, std::vector<float>(std::max<size_t>(1, each / sizeof(float)), 0.f));
+  // One step of tensors of the sizes `each` (bytes), every step.
+  auto run = [&](const std::string& label, const std::vector<size_t>& each) {
+    const int n = static_cast<int>(each.size());
+    std::vector<std::vector<float>> tensors(n);
+    for (int i = 0; i < n; ++i)
+      tensors[i].assign(std::max<size_t>(1, each[i] / sizeof(float)), 0.f);
     std::vector<std::string> names(n);
     for (int i = 0; i < n; ++i)
       names[i] = "fusion." + label + "." + std::to_string(i);
@@ -165,8 +169,17 @@ void FusionCase(Bench& bench, int rank, int np, int count, size_t bytes,
     }
   };
   const size_t kib = bytes >> 10;
-  run("1x" + std::to_string(count * kib) + "KiB", 1, count * bytes);
-  run(std::to_string(count) + "x" + std::to_string(kib) + "KiB", count, bytes);
+  const std::string one = "1x" + std::to_string(count * kib) + "KiB";
+  run(one, {count * bytes});
+  run(std::to_string(count) + "x" + std::to_string(kib) + "KiB",
+      std::vector<size_t>(count, bytes));
+  // The large tensor again with `count` 4-byte ones beside it (carried on
+  // the ready board, not fused with it): its transfer time against the
+  // first case's shows what the small tensors' bookkeeping costs the data
+  // movement through the caches.
+  std::vector<size_t> mixed(count + 1, 4);
+  mixed[0] = count * bytes;
+  run(one + "+" + std::to_string(count) + "x4B", mixed);
 }
 
 }  // namespace
