@@ -6,7 +6,6 @@ import csv
 import os
 import statistics
 import sys
-from collections import defaultdict
 
 
 def human(b):
