@@ -40,14 +40,14 @@ bool EngineImpl::BoardEligible(const Request& r) const {
          r.group_size == 0 && r.device < 0 && r.reduce_op != ReduceOp::kAdasum;
 }
 
-bool EngineImpl::SendUsually(Request r, RequestList* list) {
+bool EngineImpl::SendUsually(const Request& r, RequestList* list) {
   const int slot = job_.rank == 0 ? -1 : cache_.Find(r);
   if (slot >= 0) {
     list->cache_hits.push_back(static_cast<uint32_t>(slot));
     hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
     return true;
   }
-  list->requests.push_back(std::move(r));
+  list->requests.push_back(r);
   return false;
 }
 
@@ -90,7 +90,7 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
     const bool stale =
         !cache_.Has(o.slot) || cache_.ChangedAt(o.slot) > o.found_at;
     if (stale || now - o.since >= kBoardPatience)
-      SendUsually(std::move(o.request), list);
+      SendUsually(o.request(), list);
     else
       kept_.push_back(std::move(o));
   }
@@ -114,8 +114,8 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   board_->Post(
       epoch_, knobs_.fusion_threshold, post_, [this](size_t k, char* dst) {
         const BoardOffer& o = offers_[posted_[k]];
-        std::memcpy(dst, o.operand, o.carry);
-        const Request& r = o.request;
+        std::memcpy(dst, o.operand(), o.carry);
+        const Request& r = o.request();
         if (r.prescale != 1.0)
           ScaleBuffer(dst,
                       static_cast<int64_t>(o.carry / DataTypeSize(r.dtype)),
@@ -144,11 +144,12 @@ void Place(Response* out, size_t k, const Response& c, uint32_t slot) {
 }  // namespace
 
 Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
-  // The agreed slots are a subset of what we posted, both ascending. The
-  // fused responses reuse board_responses_ from earlier rounds; the first
-  // board_bytes_.size() are this round's, board_counts_ tensors each.
-  board_bytes_.clear();
-  board_counts_.clear();
+  // The agreed slots are a subset of what we posted, both ascending. Their
+  // records are claimed at once and run by address, never looked up by
+  // name. The fused responses reuse board_responses_ from earlier rounds;
+  // the first board_bytes_.size() are this round's, board_counts_ tensors
+  // each.
+  agreed_.clear();
   taken_.assign(offers_.size(), 0);
   size_t p = 0;
   for (size_t k = 0; k < result.slots.size(); ++k) {
@@ -159,11 +160,18 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
                               std::to_string(slot) + " that rank " +
                               std::to_string(job_.rank) + " did not post");
     taken_[posted_[p]] = 1;
+    agreed_.push_back(offers_[posted_[p]].tensor);
+  }
+  queue_.Claim(agreed_.data(), agreed_.size(), &claimed_);
+  board_bytes_.clear();
+  board_counts_.clear();
+  for (size_t k = 0; k < result.slots.size(); ++k) {
+    const uint32_t slot = result.slots[k];
     const Response& c = cache_.Get(slot);
     if (timeline_.active()) timeline_.OpStart(c.names[0], UpperOpName(c.op));
     if (result.carried_bytes[k] > 0) {
-      executor_->ReduceCopies(c, &result.payloads[k * result.members],
-                              result.members);
+      executor_->ReduceCopies(
+          c, claimed_[k], &result.payloads[k * result.members], result.members);
       if (timeline_.active()) timeline_.OpEnd(c.names[0]);
       cache_.Refresh(slot, c, 0);
       continue;
@@ -173,15 +181,19 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
                          result.fusion_threshold);
     if (t < 0) {
       t = static_cast<int>(board_bytes_.size());
-      if (board_responses_.size() <= static_cast<size_t>(t))
+      if (board_responses_.size() <= static_cast<size_t>(t)) {
         board_responses_.emplace_back();
+        board_entries_.emplace_back();
+      }
       // Never grouped (BoardEligible): no groups to keep.
       AssignParams(&board_responses_[t], c);
       board_responses_[t].groups.clear();
+      board_entries_[t].clear();
       board_bytes_.push_back(0);
       board_counts_.push_back(0);
     }
     Place(&board_responses_[t], board_counts_[t]++, c, slot);
+    board_entries_[t].push_back(claimed_[k]);
     board_bytes_[t] += bytes;
   }
   for (size_t t = 0; t < board_counts_.size(); ++t) {
@@ -192,17 +204,25 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   }
   kept_.clear();
   for (size_t i = 0; i < offers_.size(); ++i)
-    if (!taken_[i]) kept_.push_back(std::move(offers_[i]));
+    if (!taken_[i]) kept_.push_back(offers_[i]);
   offers_.swap(kept_);
+  Status st;
   for (size_t t = 0; t < board_counts_.size(); ++t) {
     const Response& r = board_responses_[t];
-    Status st = executor_->Execute(r);
+    if (!st.ok()) {  // the job failed: these never ran
+      for (TensorEntry* e : board_entries_[t])
+        if (e != nullptr) executor_->Abandon(e);
+      continue;
+    }
+    st = executor_->AllreduceEntries(r, board_entries_[t].data());
     if (timeline_.active())
       for (const std::string& name : r.names) timeline_.OpEnd(name);
-    if (!st.ok()) return RootCause(st);
-    for (size_t i = 0; i < r.names.size(); ++i)
-      cache_.Refresh(r.slots[i], r, i);
+    if (st.ok())
+      for (size_t i = 0; i < r.names.size(); ++i)
+        cache_.Refresh(r.slots[i], r, i);
   }
+  queue_.Release(agreed_.data(), agreed_.size());
+  if (!st.ok()) return RootCause(st);
   if (!result.slots.empty()) step_metrics_.cycles += 1;
   return Status::OK();
 }

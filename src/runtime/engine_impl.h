@@ -271,7 +271,7 @@ class EngineImpl {
   bool BoardEligible(const Request& r) const;
   // A request on its usual way: a cache hit by slot when cached (workers;
   // returns true), else the whole request.
-  bool SendUsually(Request r, RequestList* list);
+  bool SendUsually(const Request& r, RequestList* list);
   // Reads back our open round, if every rank has posted it, and executes
   // what it agreed on.
   Status BoardComplete();
@@ -356,13 +356,20 @@ class EngineImpl {
   std::atomic<uint64_t> cache_misses_{0};
   std::unordered_map<uint32_t, std::string> hit_keys_;
   // A request waiting on the board under its cache slot.
+  // The queue's record stays queued (its entry untouched) until the round
+  // that agrees on it claims it, or the offer goes the usual way.
   struct BoardOffer {
-    Request request;
+    QueuedTensor* tensor;
     uint32_t slot;
     uint64_t found_at;  // epoch_ at the lookup: the slot may change later
     Clock::time_point since;
-    const void* operand;
     uint32_t carry;  // bytes posted with the slot (0: too big to carry)
+
+    const Request& request() const { return tensor->entry.request; }
+    const void* operand() const {
+      const TensorView& v = tensor->entry.tensor;
+      return v.input != nullptr ? v.input : v.data;
+    }
   };
   std::unique_ptr<ReadyBoard> board_;
   std::vector<BoardOffer> offers_;  // in arrival order
@@ -377,10 +384,14 @@ class EngineImpl {
   std::vector<Response> board_responses_;  // see ExecuteBoard
   std::vector<int64_t> board_bytes_;
   std::vector<size_t> board_counts_;
-  std::vector<Request> fresh_;  // CollectRequests' intake, reused
-  std::vector<const void*> operands_;
+  std::vector<QueuedTensor*> fresh_;  // CollectRequests' intake, reused
   std::vector<BoardOffer> kept_;
   std::vector<char> taken_;  // per offer: executed by the current round
+  // The current round's agreed tensors, in slot order, and their entries
+  // once claimed (null: no longer queued); each fused response's share.
+  std::vector<QueuedTensor*> agreed_;
+  std::vector<TensorEntry*> claimed_;
+  std::vector<std::vector<TensorEntry*>> board_entries_;
   std::atomic<uint64_t> auto_name_counter_[8] = {};
 };
 

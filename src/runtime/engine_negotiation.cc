@@ -18,24 +18,33 @@ void EngineImpl::TickNegotiation(int rank, const RequestList& list) {
 RequestList EngineImpl::CollectRequests(Clock::time_point now) {
   RequestList list;
   list.epoch = epoch_;
-  queue_.TakeNew(&fresh_, &operands_);
-  for (size_t i = 0; i < fresh_.size(); ++i) {
-    Request& r = fresh_[i];
+  queue_.TakeNew(&fresh_);
+  for (QueuedTensor* t : fresh_) {
+    const Request& r = t->entry.request;
     if (BoardEligible(r)) {
-      const int slot = cache_.Find(r);
-      if (slot >= 0) {
+      // The slot found for this name's last submission stands while its
+      // parameters and the slot are unchanged: no lookup by name.
+      const bool known =
+          t->cache_slot >= 0 &&
+          cache_.Has(static_cast<uint32_t>(t->cache_slot)) &&
+          cache_.ChangedAt(static_cast<uint32_t>(t->cache_slot)) <= t->found_at;
+      if (!known) {
+        t->cache_slot = cache_.Find(r);
+        t->found_at = epoch_;
+      }
+      if (t->cache_slot >= 0) {
         cache_hits_.fetch_add(1, std::memory_order_relaxed);
         const int64_t bytes = TensorBytes(r.dtype, r.shape);
         const uint32_t carry =
             bytes <= kBoardCarryBytes ? static_cast<uint32_t>(bytes) : 0;
-        offers_.push_back({std::move(r), static_cast<uint32_t>(slot), epoch_,
-                           now, operands_[i], carry});
+        offers_.push_back(
+            {t, static_cast<uint32_t>(t->cache_slot), t->found_at, now, carry});
         board_news_ = true;
         continue;
       }
     }
     // Rank 0 finds no slots: it would send them to itself.
-    const bool hit = SendUsually(std::move(r), &list);
+    const bool hit = SendUsually(r, &list);
     if (job_.rank != 0)
       (hit ? cache_hits_ : cache_misses_)
           .fetch_add(1, std::memory_order_relaxed);

@@ -47,10 +47,12 @@ Status EngineImpl::Enqueue(OpType op, const TensorView* tensors, size_t n,
   }
   const std::vector<int>& members = set ? *set : sets_.global();
   if (n == 0) return Status::OK();
-  // One tensor, the common call, needs no vector.
-  TensorEntry one;
-  std::vector<TensorEntry> many(n > 1 ? n : 0);
-  TensorEntry* entries = n > 1 ? many.data() : &one;
+  // This thread's entries from its last call, rewritten in place: the
+  // queue copies them into its records, and their strings and shapes keep
+  // their capacity, so a steady step allocates none.
+  thread_local std::vector<TensorEntry> scratch;
+  if (scratch.size() < n) scratch.resize(n);
+  TensorEntry* entries = scratch.data();
   std::string group;
   const std::string auto_name = args.name.empty() ? AutoName(op) : "";
   const std::string& base = args.name.empty() ? auto_name : args.name;
@@ -70,10 +72,14 @@ Status EngineImpl::Enqueue(OpType op, const TensorView* tensors, size_t n,
     r.prescale = args.prescale;
     r.postscale = args.postscale;
     r.shape = tensors[i].shape;
+    r.splits.clear();
     if (n > 1) {
       if (i == 0) group = r.name;
       r.group = group;
       r.group_size = static_cast<int32_t>(n);
+    } else {
+      r.group.clear();
+      r.group_size = 0;
     }
     HVD_RETURN_IF_ERROR(
         CheckRequest(op, tensors[i], args, members, job_.rank, &r));

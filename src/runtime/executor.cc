@@ -261,10 +261,10 @@ Status Executor::Execute(const Response& r) {
   }
 }
 
-void Executor::ReduceCopies(const Response& r, const char* const* copies,
-                            int members) {
-  TensorEntry e;
-  if (!queue_->Take(TensorKey(r.process_set, r.names[0]), &e)) return;
+void Executor::ReduceCopies(const Response& r, TensorEntry* entry,
+                            const char* const* copies, int members) {
+  if (entry == nullptr) return;
+  TensorEntry& e = *entry;
   const int64_t count = Product(r.shapes[0]);
   const size_t bytes = static_cast<size_t>(count) * DataTypeSize(r.dtype);
   ReduceOp op = r.reduce_op;
@@ -281,15 +281,33 @@ void Executor::ReduceCopies(const Response& r, const char* const* copies,
   Finish(e, Status::OK());
 }
 
+Status Executor::AllreduceEntries(const Response& r,
+                                  TensorEntry* const* entries) {
+  Plan* plan;
+  HVD_RETURN_IF_ERROR(PlanFor(r.process_set, &plan));
+  if (plan == nullptr) return Status::OK();  // not ours to run
+  return Allreduce(r, *plan, entries);
+}
+
 Status Executor::Allreduce(const Response& r, Plan& plan) {
   queue_->TakeMany(r.process_set, r.names, &entries_, &present_);
+  taken_.resize(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i)
+    taken_[i] = present_[i] ? &entries_[i] : nullptr;
+  Status st = Allreduce(r, plan, taken_.data());
+  entries_.clear();  // keeps the capacity, releases the handles
+  return st;
+}
+
+Status Executor::Allreduce(const Response& r, Plan& plan,
+                           TensorEntry* const* entries) {
   const size_t n = r.names.size();
   const size_t esize = DataTypeSize(r.dtype);
   // A joined rank contributes zeros for the tensors it lacks, each in its
   // own stretch (they may be reduced into, so they must not overlap).
   int64_t missing = 0;
   for (size_t i = 0; i < n; ++i)
-    if (!present_[i]) missing += Product(r.shapes[i]);
+    if (entries[i] == nullptr) missing += Product(r.shapes[i]);
   char* zeros = nullptr;
   if (missing > 0) {
     zeros = zeros_.Get(static_cast<size_t>(missing) * esize);
@@ -300,9 +318,9 @@ Status Executor::Allreduce(const Response& r, Plan& plan) {
   int64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
     const int64_t count = Product(r.shapes[i]);
-    if (present_[i])
+    if (entries[i] != nullptr)
       pieces_.push_back(
-          {entries_[i].tensor.data, offset, count, entries_[i].tensor.input});
+          {entries[i]->tensor.data, offset, count, entries[i]->tensor.input});
     else {
       pieces_.push_back({zeros, offset, count});
       zeros += count * esize;
@@ -335,11 +353,10 @@ Status Executor::Allreduce(const Response& r, Plan& plan) {
   }
   EndPhases();
   for (size_t i = 0; i < n; ++i)
-    if (present_[i]) {
-      Count(entries_[i]);
-      Done(entries_[i], st);
+    if (entries[i] != nullptr) {
+      Count(*entries[i]);
+      Done(*entries[i], st);
     }
-  entries_.clear();  // keeps the capacity, releases the handles
   return st;
 }
 

@@ -68,10 +68,19 @@ class Executor {
            Timeline* timeline, std::vector<std::string> hosts);
 
   Status Execute(const Response& resp);
-  // Completes allreduce `r` (one tensor of process set 0) without a
-  // collective: copies[m] holds member m's operand, already prescaled.
-  // They are reduced in member order, so every member gets the same bits.
-  void ReduceCopies(const Response& r, const char* const* copies, int members);
+  // Runs allreduce `r` over entries the caller took from the queue itself
+  // (by address, not by name): entries[i] is tensor i's (null: this rank
+  // has none, it contributes zeros). Completes their handles.
+  Status AllreduceEntries(const Response& r, TensorEntry* const* entries);
+  // Completes allreduce `r` (one tensor of process set 0, entry `e`; null:
+  // none here) without a collective: copies[m] holds member m's operand,
+  // already prescaled. They are reduced in member order, so every member
+  // gets the same bits.
+  void ReduceCopies(const Response& r, TensorEntry* e,
+                    const char* const* copies, int members);
+  // An entry whose collective will not run because the job failed: it is
+  // completed by FailBroken, with the root cause.
+  void Abandon(TensorEntry* e) { broken_.push_back(std::move(*e)); }
   // Every rank must switch at the same point of the response stream.
   void SetSmallAllreduceBytes(int64_t bytes);
   // Completes the entries whose transfer broke, once the engine knows the
@@ -104,6 +113,7 @@ class Executor {
 
   // Takes the response's entries, reduces them, completes them.
   Status Allreduce(const Response& r, Plan& plan);
+  Status Allreduce(const Response& r, Plan& plan, TensorEntry* const* entries);
   Status Allgather(const Response& r, CollectiveGroup& g);
   Status Broadcast(const Response& r, CollectiveGroup& g);
   Status Alltoall(const Response& r, CollectiveGroup& g);
@@ -146,6 +156,7 @@ class Executor {
   // Reused by Allreduce for the entries of a response.
   std::vector<TensorEntry> entries_;
   std::vector<bool> present_;
+  std::vector<TensorEntry*> taken_;  // into entries_; null where absent
   std::vector<Piece> pieces_;
   std::vector<int64_t> counts_;  // elements per tensor, for Adasum
   ExecutorStats stats_;

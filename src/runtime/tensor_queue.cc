@@ -6,6 +6,19 @@
 #include <algorithm>
 
 namespace horovod {
+namespace {
+
+// Whatever a response-cache lookup compares besides the key: when a new
+// submission matches the last one under its key, the slot found for the
+// last one still stands as long as that slot has not changed since.
+bool SameLookup(const Request& a, const Request& b) {
+  return a.op == b.op && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
+         a.root == b.root && a.device == b.device && a.prescale == b.prescale &&
+         a.postscale == b.postscale && a.shape == b.shape &&
+         a.group_size == b.group_size && a.group == b.group;
+}
+
+}  // namespace
 
 TensorQueue::TensorQueue() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
@@ -18,33 +31,72 @@ Status TensorQueue::Add(TensorEntry* entries, size_t n) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return entries[0].Failure(closed_);
-    // Files each entry as its key is checked; a duplicate (in flight, or
-    // earlier in this batch) takes back what this call filed.
+    // Queues each entry as its key is checked; a duplicate (in flight, or
+    // earlier in this batch) takes back what this call queued.
     added_.clear();
     for (size_t i = 0; i < n; ++i) {
       TensorEntry& e = entries[i];
-      auto filed = in_flight_.try_emplace(e.request.Key());
-      if (!filed.second) {
-        for (auto it : added_) in_flight_.erase(it);
+      auto it = records_.try_emplace(
+          TensorKey(e.request.process_set, e.request.name, &key_));
+      std::unique_ptr<QueuedTensor>& slot = it.first->second;
+      if (it.second) {
+        slot = std::make_unique<QueuedTensor>();
+        ++idle_;
+      } else if (slot->state_ == QueuedTensor::State::kQueued) {
+        for (QueuedTensor* t : added_) Unqueue(t);
         return Status::InvalidArgument(
             "Duplicate tensor name '" + e.request.name + "' on rank " +
             std::to_string(e.request.rank) +
             ": an operation with this name is already in flight. Give each "
             "in-flight tensor a unique name.");
+      } else if (slot->state_ == QueuedTensor::State::kClaimed) {
+        // Its collective is still running (its handle may already be
+        // complete): the key is free, the record is not.
+        slot->orphan_ = true;
+        orphans_.push_back(std::move(slot));
+        slot = std::make_unique<QueuedTensor>();
+        ++idle_;
       }
-      filed.first->second = std::move(e);
-      added_.push_back(filed.first);
+      QueuedTensor* t = slot.get();
+      if (t->cache_slot >= 0 && !SameLookup(t->entry.request, e.request))
+        t->cache_slot = -1;
+      t->entry.request = e.request;  // reuses the strings' capacity
+      t->entry.tensor = e.tensor;
+      t->entry.handle = std::move(e.handle);
+      t->state_ = QueuedTensor::State::kQueued;
+      --idle_;
+      ++queued_;
+      added_.push_back(t);
     }
     pending_.store(true, std::memory_order_relaxed);
-    for (auto it : added_) {
-      const TensorEntry& e = it->second;
-      fresh_.push_back(e.request);
-      fresh_operands_.push_back(e.tensor.input != nullptr ? e.tensor.input
-                                                          : e.tensor.data);
-    }
+    for (QueuedTensor* t : added_)
+      if (!t->listed_) {
+        t->listed_ = true;
+        fresh_.push_back(t);
+      }
+    if (idle_ > kMaxIdle) Sweep();
   }
   Wake();
   return Status::OK();
+}
+
+void TensorQueue::Unqueue(QueuedTensor* t) {
+  t->state_ = QueuedTensor::State::kIdle;
+  --queued_;
+  ++idle_;
+  pending_.store(queued_ > 0, std::memory_order_relaxed);
+}
+
+void TensorQueue::Sweep() {
+  for (auto it = records_.begin(); it != records_.end();) {
+    const QueuedTensor& t = *it->second;
+    if (t.state_ == QueuedTensor::State::kIdle && !t.listed_) {
+      it = records_.erase(it);
+      --idle_;
+    } else {
+      ++it;
+    }
+  }
 }
 
 std::vector<std::string> TensorQueue::KeysOf(
@@ -52,32 +104,41 @@ std::vector<std::string> TensorQueue::KeysOf(
   std::vector<std::string> keys;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& kv : in_flight_)
-      if (std::find(handles.begin(), handles.end(), kv.second.handle.get()) !=
-          handles.end())
+    for (const auto& kv : records_) {
+      const QueuedTensor& t = *kv.second;
+      if (t.state_ == QueuedTensor::State::kQueued &&
+          std::find(handles.begin(), handles.end(), t.entry.handle.get()) !=
+              handles.end())
         keys.push_back(kv.first);
+    }
   }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   return keys;
 }
 
-void TensorQueue::TakeNew(std::vector<Request>* requests,
-                          std::vector<const void*>* operands) {
-  requests->clear();
-  operands->clear();
+void TensorQueue::TakeNew(std::vector<QueuedTensor*>* fresh) {
+  fresh->clear();
   std::lock_guard<std::mutex> lock(mu_);
-  requests->swap(fresh_);
-  operands->swap(fresh_operands_);
+  fresh->swap(fresh_);
+  // A record taken by name before the loop saw it (a response for a rank
+  // that joined) is no news: drop it from the list.
+  size_t kept = 0;
+  for (QueuedTensor* t : *fresh) {
+    t->listed_ = false;
+    if (t->state_ == QueuedTensor::State::kQueued) (*fresh)[kept++] = t;
+  }
+  fresh->resize(kept);
 }
 
 bool TensorQueue::Take(const std::string& key, TensorEntry* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = in_flight_.find(key);
-  if (it == in_flight_.end()) return false;
-  *out = std::move(it->second);
-  in_flight_.erase(it);
-  pending_.store(!in_flight_.empty(), std::memory_order_relaxed);
+  auto it = records_.find(key);
+  if (it == records_.end() ||
+      it->second->state_ != QueuedTensor::State::kQueued)
+    return false;
+  *out = std::move(it->second->entry);
+  Unqueue(it->second.get());
   return true;
 }
 
@@ -89,13 +150,53 @@ void TensorQueue::TakeMany(int process_set,
   present->assign(names.size(), false);
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < names.size(); ++i) {
-    auto it = in_flight_.find(TensorKey(process_set, names[i], &key_));
-    if (it == in_flight_.end()) continue;
-    (*out)[i] = std::move(it->second);
+    auto it = records_.find(TensorKey(process_set, names[i], &key_));
+    if (it == records_.end() ||
+        it->second->state_ != QueuedTensor::State::kQueued)
+      continue;
+    (*out)[i] = std::move(it->second->entry);
     (*present)[i] = true;
-    in_flight_.erase(it);
+    Unqueue(it->second.get());
   }
-  pending_.store(!in_flight_.empty(), std::memory_order_relaxed);
+}
+
+void TensorQueue::Claim(QueuedTensor* const* ts, size_t n,
+                        std::vector<TensorEntry*>* claimed) {
+  claimed->assign(n, nullptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < n; ++i) {
+    QueuedTensor* t = ts[i];
+    if (t->state_ != QueuedTensor::State::kQueued) continue;
+    t->state_ = QueuedTensor::State::kClaimed;
+    --queued_;
+    (*claimed)[i] = &t->entry;
+  }
+  pending_.store(queued_ > 0, std::memory_order_relaxed);
+}
+
+void TensorQueue::Release(QueuedTensor* const* ts, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < n; ++i) {
+    QueuedTensor* t = ts[i];
+    if (t == nullptr || t->state_ != QueuedTensor::State::kClaimed) continue;
+    if (t->orphan_) {
+      auto it = std::find_if(
+          orphans_.begin(), orphans_.end(),
+          [t](const std::unique_ptr<QueuedTensor>& o) { return o.get() == t; });
+      if (it != orphans_.end()) {
+        *it = std::move(orphans_.back());
+        orphans_.pop_back();
+      }
+      continue;
+    }
+    t->state_ = QueuedTensor::State::kIdle;
+    ++idle_;
+  }
+}
+
+size_t TensorQueue::Records() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_.size() + orphans_.size();
 }
 
 bool TensorQueue::Pending() const {
@@ -104,23 +205,29 @@ bool TensorQueue::Pending() const {
 
 bool TensorQueue::Find(const std::string& key, Request* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = in_flight_.find(key);
-  if (it == in_flight_.end()) return false;
-  *out = it->second.request;
+  auto it = records_.find(key);
+  if (it == records_.end() ||
+      it->second->state_ != QueuedTensor::State::kQueued)
+    return false;
+  *out = it->second->entry.request;
   return true;
 }
 
 void TensorQueue::FailAll(const Status& status) {
-  std::unordered_map<std::string, TensorEntry> doomed;
+  std::vector<TensorEntry> doomed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_.ok()) closed_ = status;
-    doomed.swap(in_flight_);
-    pending_.store(false, std::memory_order_relaxed);
+    for (auto& kv : records_) {
+      QueuedTensor* t = kv.second.get();
+      if (t->state_ != QueuedTensor::State::kQueued) continue;
+      doomed.push_back(std::move(t->entry));
+      Unqueue(t);
+    }
+    for (QueuedTensor* t : fresh_) t->listed_ = false;
     fresh_.clear();
-    fresh_operands_.clear();
   }
-  for (auto& kv : doomed) kv.second.handle->Complete(kv.second.Failure(status));
+  for (TensorEntry& e : doomed) e.handle->Complete(e.Failure(status));
 }
 
 void TensorQueue::Wake() {

@@ -3,7 +3,19 @@
 // duplicate name is refused at once, and the list of entries not yet told to
 // the coordinator. Enqueue wakes the loop through an eventfd (or the wake
 // hook: the shared-memory doorbell), so the loop sleeps instead of spinning.
-// Thread-safe.
+//
+// Each key has a record (QueuedTensor) that outlives its submission: a
+// training step submits the same names every step, and reusing the record
+// keeps a steady step free of allocation and lets the loop remember which
+// response-cache slot a name was found in, so it addresses the tensor by
+// that slot and the record's address instead of by name. Records whose
+// name has gone out of use are dropped once many have piled up.
+//
+// A record is idle, queued (in flight, awaiting agreement), or claimed
+// (its collective is running: the loop took it by address). Only the loop
+// moves a record out of queued. Thread-safe; a record's entry is written
+// by Add while idle and read by the loop while queued or claimed, the
+// queue's mutex ordering the two.
 #ifndef HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 #define HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 
@@ -38,26 +50,51 @@ struct TensorEntry {
   }
 };
 
+// One key's record. `entry` is the submission while queued or claimed.
+class QueuedTensor {
+ public:
+  TensorEntry entry;
+  // The response-cache slot the loop found this request in and the epoch
+  // of that lookup (-1: none known). Add forgets it when a submission's
+  // parameters differ from the last one's. Used only by the loop.
+  int cache_slot = -1;
+  uint64_t found_at = 0;
+
+ private:
+  friend class TensorQueue;
+  enum class State { kIdle, kQueued, kClaimed };
+  State state_ = State::kIdle;
+  bool listed_ = false;  // in the queue's list of new entries
+  bool orphan_ = false;  // claimed when its key got a new record
+};
+
 class TensorQueue {
  public:
   TensorQueue();
   ~TensorQueue();
 
-  // Takes entries[0, n); all-or-nothing: refuses every entry if any key is
-  // already in flight.
+  // Takes entries[0, n) (their requests are copied, their handles moved);
+  // all-or-nothing: refuses every entry if any key is already in flight.
   Status Add(TensorEntry* entries, size_t n);
-  // Requests not yet sent to the coordinator, in enqueue order, and where
-  // each one's input lies (TensorView::input, else data; null for control
-  // requests). Swaps with the vectors passed in, which the next Adds fill
-  // (so their capacity is reused instead of regrown every step).
-  void TakeNew(std::vector<Request>* requests,
-               std::vector<const void*>* operands);
-  // Removes and returns the entry, or false if this rank has none.
+  // The records queued since the last call, in enqueue order. Swaps with
+  // the vector passed in, which the next Adds fill (so its capacity is
+  // reused instead of regrown every step).
+  void TakeNew(std::vector<QueuedTensor*>* fresh);
+  // Removes and returns the entry, or false if this rank has none queued.
   bool Take(const std::string& key, TensorEntry* out);
   // Take for each of `names` in `process_set`, under one lock:
   // (*present)[i] says whether (*out)[i] was found.
   void TakeMany(int process_set, const std::vector<std::string>& names,
                 std::vector<TensorEntry>* out, std::vector<bool>* present);
+  // Claims queued records by address (records from TakeNew), under one
+  // lock: (*claimed)[i] is ts[i]'s entry, or null when ts[i] is no longer
+  // queued (the job failed). Their entries stay in the records, untouched
+  // by Add, until Release.
+  void Claim(QueuedTensor* const* ts, size_t n,
+             std::vector<TensorEntry*>* claimed);
+  // Ends the claims on ts[0, n) (null entries are skipped): their keys are
+  // free again, their records reusable.
+  void Release(QueuedTensor* const* ts, size_t n);
   // Whether some entry is in flight (submitted and not yet executed): a
   // hint read without the lock, once a loop step, to tell waiting for work
   // from waiting on peers.
@@ -69,8 +106,10 @@ class TensorQueue {
   // skipped. Scans every entry: for rare reports, not the data path.
   std::vector<std::string> KeysOf(
       const std::vector<const HandleState*>& handles);
-  // Fails every in-flight entry; later Adds are refused with `status`.
+  // Fails every queued entry; later Adds are refused with `status`.
   void FailAll(const Status& status);
+  // Records kept: queued, claimed or idle.
+  size_t Records();
   int wake_fd() const { return wake_fd_; }
   // Replaces the eventfd as the way Wake reaches the loop. Set before the
   // loop starts.
@@ -78,15 +117,25 @@ class TensorQueue {
   void Wake();
   void DrainWake();
 
+  // Idle records kept before those not listed are dropped; names used once
+  // (the automatic names of unnamed calls) pile up to this many.
+  static constexpr size_t kMaxIdle = 4096;
+
  private:
+  // Queued -> idle (under mu_).
+  void Unqueue(QueuedTensor* t);
+  // Drops idle records that no list refers to (under mu_).
+  void Sweep();
+
   std::mutex mu_;
-  using Entries = std::unordered_map<std::string, TensorEntry>;
-  Entries in_flight_;
-  std::vector<Entries::iterator> added_;  // by the running Add
-  std::string key_;                       // TakeMany's lookups, reused
-  std::vector<Request> fresh_;
-  std::vector<const void*> fresh_operands_;
-  std::atomic<bool> pending_{false};  // !in_flight_.empty(), set under mu_
+  std::unordered_map<std::string, std::unique_ptr<QueuedTensor>> records_;
+  std::vector<std::unique_ptr<QueuedTensor>> orphans_;
+  size_t idle_ = 0;
+  size_t queued_ = 0;
+  std::vector<QueuedTensor*> added_;  // by the running Add
+  std::string key_;                   // lookups, reused
+  std::vector<QueuedTensor*> fresh_;
+  std::atomic<bool> pending_{false};  // queued_ > 0, set under mu_
   Status closed_;
   int wake_fd_;
   std::function<void()> wake_hook_;

@@ -909,6 +909,49 @@ TEST(Engine, ReadyBoardLeavesMismatchesToRankZero) {
   ExpectEveryRankOk(failures);
 }
 
+// A name's queue record remembers the cache slot its tensor was found in,
+// so steady steps skip the lookup; that must not outlive the slot. In a
+// cache of two, "q0" is found (a hit), then evicted by "q1", whose other
+// size then fills its slot, then submitted again; and "p" changes its shape
+// now and then. Every result stays exact.
+TEST(Engine, RememberedCacheSlotsStandOnlyWhileTheyHold) {
+  const int n = 2, steps = 24;
+  Knobs knobs;
+  knobs.cache_capacity = 2;
+  ExpectEveryRankOk(RunRanks(
+      n,
+      [&](Engine* e, int r, std::string* fail) {
+        for (int s = 0; s < steps; ++s) {
+          const bool q1 = s % 4 == 2;
+          const std::vector<std::string> names = {"p", q1 ? "q1" : "q0"};
+          const std::vector<int64_t> counts = {s % 5 == 4 ? 6 : 5, q1 ? 7 : 3};
+          std::vector<std::vector<float>> v(names.size());
+          std::vector<Handle> hs(names.size());
+          for (size_t t = 0; t < names.size(); ++t) {
+            v[t].assign(counts[t], float(r + 1 + s + t));
+            CollectiveArgs args;
+            args.name = names[t];
+            if (!e->Allreduce({v[t].data(), DataType::kFloat32, {counts[t]}},
+                              args, &hs[t])
+                     .ok())
+              *fail += "submit;";
+          }
+          for (size_t t = 0; t < names.size(); ++t) {
+            const float want = float(3 + 2 * (s + t));
+            if (!hs[t].Wait(30).ok() ||
+                std::count(v[t].begin(), v[t].end(), want) != counts[t])
+              *fail += names[t] + " step " + std::to_string(s) + ";";
+          }
+        }
+        // Most steps found both tensors cached, on the board.
+        const uint64_t hits = e->Metrics().cache_hits;
+        if (hits < uint64_t(steps))
+          *fail += "only " + std::to_string(hits) + " cache hits;";
+        if (!e->Shutdown().ok()) *fail += "end;";
+      },
+      knobs));
+}
+
 // A rank whose knobs rule out the ready board (autotuning, which only rank
 // 0 does, is on there alone) while the others' allow one: the shared-memory
 // segments disagree, every rank falls back to TCP alike, and cached steps still

@@ -1,0 +1,210 @@
+// TensorQueue without an engine: duplicate names, records reused across
+// submissions of a name (and the cache slot remembered with them), claims
+// by address, keys freed while a claimed collective still runs, failing
+// what is queued, and idle records dropped once many pile up.
+#include "runtime/tensor_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace horovod {
+namespace {
+
+TensorEntry Entry(const std::string& name, std::vector<int64_t> shape = {4},
+                  void* data = nullptr) {
+  TensorEntry e;
+  e.request.name = name;
+  e.request.shape = std::move(shape);
+  e.tensor.data = data;
+  e.handle = std::make_shared<HandleState>();
+  return e;
+}
+
+// Adds one entry; returns its handle.
+std::shared_ptr<HandleState> Add(TensorQueue& q, TensorEntry e,
+                                 Status* st = nullptr) {
+  auto h = e.handle;
+  Status s = q.Add(&e, 1);
+  if (st != nullptr)
+    *st = s;
+  else
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  return h;
+}
+
+std::vector<QueuedTensor*> New(TensorQueue& q) {
+  std::vector<QueuedTensor*> fresh;
+  q.TakeNew(&fresh);
+  return fresh;
+}
+
+TEST(TensorQueue, RefusesANameAlreadyQueuedAndTakesBackTheBatch) {
+  TensorQueue q;
+  Add(q, Entry("a"));
+  TensorEntry batch[2] = {Entry("b"), Entry("a")};
+  Status st = q.Add(batch, 2);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("Duplicate tensor name 'a'"), std::string::npos)
+      << st.message();
+  // "b" went back with the refused batch: it may be added again.
+  Add(q, Entry("b"));
+  // A batch naming one tensor twice is refused whole too.
+  TensorEntry twice[2] = {Entry("c"), Entry("c")};
+  EXPECT_FALSE(q.Add(twice, 2).ok());
+  Add(q, Entry("c"));
+  std::vector<QueuedTensor*> fresh = New(q);
+  ASSERT_EQ(fresh.size(), 3u);
+  EXPECT_EQ(fresh[0]->entry.request.name, "a");
+  EXPECT_EQ(fresh[1]->entry.request.name, "b");
+  EXPECT_EQ(fresh[2]->entry.request.name, "c");
+}
+
+// One step of the loop's steady path: the new record, claimed and released.
+QueuedTensor* RunOne(TensorQueue& q) {
+  std::vector<QueuedTensor*> fresh = New(q);
+  EXPECT_EQ(fresh.size(), 1u);
+  if (fresh.size() != 1) return nullptr;
+  std::vector<TensorEntry*> claimed;
+  q.Claim(fresh.data(), 1, &claimed);
+  EXPECT_NE(claimed[0], nullptr);
+  q.Release(fresh.data(), 1);
+  return fresh[0];
+}
+
+TEST(TensorQueue, ANameKeepsItsRecordAndCacheSlotWhileItsParametersDoNot) {
+  TensorQueue q;
+  float x[4];
+  Add(q, Entry("g", {4}, x));
+  QueuedTensor* rec = RunOne(q);
+  ASSERT_NE(rec, nullptr);
+  rec->cache_slot = 7;
+  rec->found_at = 3;
+  EXPECT_FALSE(q.Pending());
+
+  Add(q, Entry("g", {4}, x));
+  EXPECT_EQ(RunOne(q), rec);
+  EXPECT_EQ(rec->cache_slot, 7);
+  EXPECT_EQ(rec->found_at, 3u);
+
+  // Another shape: the slot found for the old one no longer stands.
+  Add(q, Entry("g", {2, 2}, x));
+  EXPECT_EQ(RunOne(q), rec);
+  EXPECT_EQ(rec->cache_slot, -1);
+  EXPECT_EQ(rec->entry.request.shape, (std::vector<int64_t>{2, 2}));
+
+  // An entry taken by name leaves with its request: nothing to compare
+  // the next submission with.
+  rec->cache_slot = 7;
+  Add(q, Entry("g", {2, 2}, x));
+  TensorEntry e;
+  ASSERT_TRUE(q.Take(TensorKey(0, "g"), &e));
+  EXPECT_EQ(e.tensor.data, x);
+  Add(q, Entry("g", {2, 2}, x));
+  EXPECT_EQ(RunOne(q), rec);
+  EXPECT_EQ(rec->cache_slot, -1);
+}
+
+TEST(TensorQueue, ClaimedRecordsRunInPlaceAndFreeTheirKeysOnRelease) {
+  TensorQueue q;
+  float x[4], y[4];
+  auto hx = Add(q, Entry("x", {4}, x));
+  Add(q, Entry("y", {4}, y));
+  std::vector<QueuedTensor*> fresh = New(q);
+  ASSERT_EQ(fresh.size(), 2u);
+  std::vector<TensorEntry*> claimed;
+  q.Claim(fresh.data(), fresh.size(), &claimed);
+  ASSERT_EQ(claimed.size(), 2u);
+  ASSERT_NE(claimed[0], nullptr);
+  EXPECT_EQ(claimed[0]->tensor.data, x);
+  EXPECT_EQ(claimed[0]->handle, hx);
+  EXPECT_EQ(claimed[1]->tensor.data, y);
+  EXPECT_FALSE(q.Pending());
+  // Claimed records are no longer queued: not taken by name, not failed.
+  TensorEntry e;
+  EXPECT_FALSE(q.Take(TensorKey(0, "x"), &e));
+  q.Release(fresh.data(), fresh.size());
+  // The key is free and the record is reused.
+  Add(q, Entry("x", {4}, x));
+  std::vector<QueuedTensor*> again = New(q);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0], fresh[0]);
+}
+
+TEST(TensorQueue, ANameResubmittedWhileItsCollectiveRunsGetsANewRecord) {
+  TensorQueue q;
+  float x[4], z[4];
+  Add(q, Entry("x", {4}, x));
+  std::vector<QueuedTensor*> first = New(q);
+  std::vector<TensorEntry*> claimed;
+  q.Claim(first.data(), 1, &claimed);
+  ASSERT_NE(claimed[0], nullptr);
+  // Its handle may complete before the claim ends; the name is free then.
+  Add(q, Entry("x", {4}, z));
+  EXPECT_EQ(claimed[0]->tensor.data, x);  // the running one is untouched
+  std::vector<QueuedTensor*> second = New(q);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(second[0], first[0]);
+  EXPECT_EQ(second[0]->entry.tensor.data, z);
+  q.Release(first.data(), 1);  // drops the orphaned record
+  TensorEntry e;
+  ASSERT_TRUE(q.Take(TensorKey(0, "x"), &e));
+  EXPECT_EQ(e.tensor.data, z);
+}
+
+TEST(TensorQueue, FailAllFailsWhatIsQueuedAndRefusesMore) {
+  TensorQueue q;
+  auto ha = Add(q, Entry("a"));
+  auto hb = Add(q, Entry("b"));
+  std::vector<QueuedTensor*> fresh = New(q);
+  std::vector<TensorEntry*> claimed;
+  q.Claim(&fresh[1], 1, &claimed);  // b's collective is running
+  q.FailAll(Status::Aborted("gone"));
+  ASSERT_TRUE(ha->Done());
+  EXPECT_EQ(ha->status.code(), StatusCode::kAborted);
+  EXPECT_NE(ha->status.message().find("allreduce 'a' failed: gone"),
+            std::string::npos)
+      << ha->status.message();
+  EXPECT_FALSE(hb->Done());  // its runner completes it
+  // A claim after the failure finds nothing queued.
+  q.Claim(&fresh[0], 1, &claimed);
+  EXPECT_EQ(claimed[0], nullptr);
+  Status st;
+  Add(q, Entry("c"), &st);
+  EXPECT_EQ(st.code(), StatusCode::kAborted);
+}
+
+TEST(TensorQueue, ARecordTakenByNameBeforeTheLoopSawItIsNoNews) {
+  TensorQueue q;
+  Add(q, Entry("a"));
+  TensorEntry e;
+  ASSERT_TRUE(q.Take(TensorKey(0, "a"), &e));
+  EXPECT_TRUE(New(q).empty());
+  // Queued again before the loop looked: listed once.
+  Add(q, Entry("b"));
+  ASSERT_TRUE(q.Take(TensorKey(0, "b"), &e));
+  Add(q, Entry("b"));
+  EXPECT_EQ(New(q).size(), 1u);
+}
+
+TEST(TensorQueue, NamesUsedOnceDoNotPileUp) {
+  TensorQueue q;
+  TensorEntry e;
+  // Far more one-time names than the queue keeps idle; every one of them
+  // still behaves as new and queued work survives the sweeps.
+  Add(q, Entry("kept"));
+  for (size_t i = 0; i < 3 * TensorQueue::kMaxIdle; ++i) {
+    const std::string name = "once." + std::to_string(i);
+    Add(q, Entry(name));
+    ASSERT_EQ(New(q).size(), i == 0 ? 2u : 1u);
+    ASSERT_TRUE(q.Take(TensorKey(0, name), &e));
+    ASSERT_LE(q.Records(), TensorQueue::kMaxIdle + 2);
+  }
+  EXPECT_TRUE(q.Take(TensorKey(0, "kept"), &e));
+  Request r;
+  EXPECT_FALSE(q.Find(TensorKey(0, "once.0"), &r));
+}
+
+}  // namespace
+}  // namespace horovod
