@@ -10,6 +10,7 @@
 // writing the list) and executes the round first. When rank 0 emitted list
 // e+1 before posting, it posts at epoch e+1 or later and the round is
 // discarded everywhere.
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/reduce.h"
@@ -104,9 +105,12 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   behind_since_ = Clock::time_point::max();
   posted_.resize(offers_.size());
   for (size_t i = 0; i < offers_.size(); ++i) posted_[i] = i;
-  std::sort(posted_.begin(), posted_.end(), [this](size_t a, size_t b) {
+  // Tensors submitted in the order they were first cached arrive sorted.
+  const auto by_slot = [this](size_t a, size_t b) {
     return offers_[a].slot < offers_[b].slot;
-  });
+  };
+  if (!std::is_sorted(posted_.begin(), posted_.end(), by_slot))
+    std::sort(posted_.begin(), posted_.end(), by_slot);
   if (posted_.size() > ReadyBoard::kMaxSlots)
     posted_.resize(ReadyBoard::kMaxSlots);
   post_.clear();

@@ -136,10 +136,11 @@ void Executor::Finish(TensorEntry& e, const Status& s) {
   e.handle->Complete(s);
 }
 
-void Executor::Count(const TensorEntry& e) {
-  tensors_.fetch_add(1, std::memory_order_relaxed);
-  bytes_.fetch_add(static_cast<uint64_t>(e.NumBytes()),
-                   std::memory_order_relaxed);
+void Executor::Count(const TensorEntry& e) { Count(1, e.NumBytes()); }
+
+void Executor::Count(uint64_t tensors, int64_t bytes) {
+  tensors_.fetch_add(tensors, std::memory_order_relaxed);
+  bytes_.fetch_add(static_cast<uint64_t>(bytes), std::memory_order_relaxed);
 }
 
 ExecutorWork Executor::Work() const {
@@ -352,11 +353,17 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
     st = plan.group->Allreduce(pieces_.data(), n, args, &phase);
   }
   EndPhases();
+  // Counted in one go, before any handle completes.
+  uint64_t tensors = 0;
+  int64_t bytes = 0;
   for (size_t i = 0; i < n; ++i)
     if (entries[i] != nullptr) {
-      Count(*entries[i]);
-      Done(*entries[i], st);
+      ++tensors;
+      bytes += counts_[i] * static_cast<int64_t>(esize);
     }
+  Count(tensors, bytes);
+  for (size_t i = 0; i < n; ++i)
+    if (entries[i] != nullptr) Done(*entries[i], st);
   return st;
 }
 

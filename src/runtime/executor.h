@@ -121,6 +121,7 @@ class Executor {
   void Finish(TensorEntry& e, const Status& s);
   // Counts one collective's tensor and its bytes.
   void Count(const TensorEntry& e);
+  void Count(uint64_t tensors, int64_t bytes);
   // A collective's time, split by its phases as they start (a PhaseFn):
   // fusion-buffer copies count as copying, the rest as transfer. Phase
   // also moves the response's tensors to the phase's timeline activity.
