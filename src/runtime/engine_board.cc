@@ -81,6 +81,24 @@ Status EngineImpl::BoardComplete() {
   return ExecuteBoard(board_result_);
 }
 
+void EngineImpl::OrderOffersBySlot() {
+  const size_t n = offers_.size();
+  posted_.resize(n);
+  const size_t slots = static_cast<size_t>(cache_.capacity());
+  if (slots > 16 * n) {  // few offers: sort them
+    for (size_t i = 0; i < n; ++i) posted_[i] = i;
+    std::sort(posted_.begin(), posted_.end(), [this](size_t a, size_t b) {
+      return offers_[a].slot < offers_[b].slot;
+    });
+    return;
+  }
+  // A step's worth: counted into place, linear in the slots.
+  slot_starts_.assign(slots + 1, 0);
+  for (const BoardOffer& o : offers_) ++slot_starts_[o.slot + 1];
+  for (size_t s = 0; s < slots; ++s) slot_starts_[s + 1] += slot_starts_[s];
+  for (size_t i = 0; i < n; ++i) posted_[slot_starts_[offers_[i].slot]++] = i;
+}
+
 void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
                            bool eager) {
   if (board_ == nullptr || board_->open()) return;
@@ -103,14 +121,7 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
                                now - behind_since_ >= kBoardJoinGrace);
   if (!(board_news_ && !offers_.empty()) && !join) return;
   behind_since_ = Clock::time_point::max();
-  posted_.resize(offers_.size());
-  for (size_t i = 0; i < offers_.size(); ++i) posted_[i] = i;
-  // Tensors submitted in the order they were first cached arrive sorted.
-  const auto by_slot = [this](size_t a, size_t b) {
-    return offers_[a].slot < offers_[b].slot;
-  };
-  if (!std::is_sorted(posted_.begin(), posted_.end(), by_slot))
-    std::sort(posted_.begin(), posted_.end(), by_slot);
+  OrderOffersBySlot();
   if (posted_.size() > ReadyBoard::kMaxSlots)
     posted_.resize(ReadyBoard::kMaxSlots);
   post_.clear();

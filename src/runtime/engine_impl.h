@@ -281,6 +281,8 @@ class EngineImpl {
   // rank 0 something, or kBoardJoinGrace has passed.
   void BoardPost(RequestList* list, Clock::time_point now, bool eager);
   Status ExecuteBoard(const ReadyBoard::Result& result);
+  // posted_ = the indices of offers_, ascending by slot.
+  void OrderOffersBySlot();
   // Milliseconds until the oldest offer runs out of patience.
   int BoardDueMs(Clock::time_point now) const;
 
@@ -379,6 +381,7 @@ class EngineImpl {
   // Indices into offers_ of the open round's offers, ascending by slot;
   // offers_ only grows at its end while a round is open.
   std::vector<size_t> posted_;
+  std::vector<uint32_t> slot_starts_;  // OrderOffersBySlot's counts, reused
   std::vector<ReadyBoard::Offer> post_;
   ReadyBoard::Result board_result_;
   std::vector<Response> board_responses_;  // see ExecuteBoard
