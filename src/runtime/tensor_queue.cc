@@ -36,28 +36,36 @@ Status TensorQueue::Add(TensorEntry* entries, size_t n) {
     added_.clear();
     for (size_t i = 0; i < n; ++i) {
       TensorEntry& e = entries[i];
-      auto it = records_.try_emplace(
-          TensorKey(e.request.process_set, e.request.name, &key_));
-      std::unique_ptr<QueuedTensor>& slot = it.first->second;
-      if (it.second) {
-        slot = std::make_unique<QueuedTensor>();
-        ++idle_;
-      } else if (slot->state_ == QueuedTensor::State::kQueued) {
-        for (QueuedTensor* t : added_) Unqueue(t);
-        return Status::InvalidArgument(
-            "Duplicate tensor name '" + e.request.name + "' on rank " +
-            std::to_string(e.request.rank) +
-            ": an operation with this name is already in flight. Give each "
-            "in-flight tensor a unique name.");
-      } else if (slot->state_ == QueuedTensor::State::kClaimed) {
-        // Its collective is still running (its handle may already be
-        // complete): the key is free, the record is not.
-        slot->orphan_ = true;
-        orphans_.push_back(std::move(slot));
-        slot = std::make_unique<QueuedTensor>();
-        ++idle_;
+      const std::string& key =
+          TensorKey(e.request.process_set, e.request.name, &key_);
+      QueuedTensor* t = Predicted(key);
+      if (t == nullptr) {
+        auto it = records_.try_emplace(key);
+        std::unique_ptr<QueuedTensor>& slot = it.first->second;
+        if (it.second) {
+          slot = std::make_unique<QueuedTensor>();
+          ++idle_;
+        } else if (slot->state_ == QueuedTensor::State::kQueued) {
+          for (QueuedTensor* a : added_) Unqueue(a);
+          return Status::InvalidArgument(
+              "Duplicate tensor name '" + e.request.name + "' on rank " +
+              std::to_string(e.request.rank) +
+              ": an operation with this name is already in flight. Give "
+              "each in-flight tensor a unique name.");
+        } else if (slot->state_ == QueuedTensor::State::kClaimed) {
+          // Its collective is still running (its handle may already be
+          // complete): the key is free, the record is not.
+          slot->orphan_ = true;
+          slot->key_ = nullptr;
+          orphans_.push_back(std::move(slot));
+          slot = std::make_unique<QueuedTensor>();
+          ++idle_;
+        }
+        t = slot.get();
+        t->key_ = &it.first->first;
+        if (last_added_ != nullptr) last_added_->next_ = t;
       }
-      QueuedTensor* t = slot.get();
+      last_added_ = t;
       if (t->cache_slot >= 0 && !SameLookup(t->entry.request, e.request))
         t->cache_slot = -1;
       t->entry.request = e.request;  // reuses the strings' capacity
@@ -75,6 +83,7 @@ Status TensorQueue::Add(TensorEntry* entries, size_t n) {
         fresh_.push_back(t);
       }
     if (idle_ > kMaxIdle) Sweep();
+    if (orphans_.size() > kMaxOrphans) ResetLinks();
   }
   Wake();
   return Status::OK();
@@ -87,6 +96,14 @@ void TensorQueue::Unqueue(QueuedTensor* t) {
   pending_.store(queued_ > 0, std::memory_order_relaxed);
 }
 
+QueuedTensor* TensorQueue::Predicted(const std::string& key) const {
+  QueuedTensor* t = last_added_ != nullptr ? last_added_->next_ : nullptr;
+  return t != nullptr && t->state_ == QueuedTensor::State::kIdle &&
+                 *t->key_ == key
+             ? t
+             : nullptr;
+}
+
 void TensorQueue::Sweep() {
   for (auto it = records_.begin(); it != records_.end();) {
     const QueuedTensor& t = *it->second;
@@ -97,6 +114,19 @@ void TensorQueue::Sweep() {
       ++it;
     }
   }
+  ResetLinks();
+}
+
+void TensorQueue::ResetLinks() {
+  orphans_.erase(std::remove_if(orphans_.begin(), orphans_.end(),
+                                [](const std::unique_ptr<QueuedTensor>& t) {
+                                  return t->state_ ==
+                                         QueuedTensor::State::kDead;
+                                }),
+                 orphans_.end());
+  for (auto& kv : records_) kv.second->next_ = nullptr;
+  for (auto& t : orphans_) t->next_ = nullptr;
+  last_added_ = nullptr;
 }
 
 std::vector<std::string> TensorQueue::KeysOf(
@@ -179,14 +209,8 @@ void TensorQueue::Release(QueuedTensor* const* ts, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     QueuedTensor* t = ts[i];
     if (t == nullptr || t->state_ != QueuedTensor::State::kClaimed) continue;
-    if (t->orphan_) {
-      auto it = std::find_if(
-          orphans_.begin(), orphans_.end(),
-          [t](const std::unique_ptr<QueuedTensor>& o) { return o.get() == t; });
-      if (it != orphans_.end()) {
-        *it = std::move(orphans_.back());
-        orphans_.pop_back();
-      }
+    if (t->orphan_) {  // records may link to it: freed by ResetLinks
+      t->state_ = QueuedTensor::State::kDead;
       continue;
     }
     t->state_ = QueuedTensor::State::kIdle;

@@ -62,10 +62,17 @@ class QueuedTensor {
 
  private:
   friend class TensorQueue;
-  enum class State { kIdle, kQueued, kClaimed };
+  // kDead: an orphan whose claim ended, freed with the next links reset.
+  enum class State { kIdle, kQueued, kClaimed, kDead };
   State state_ = State::kIdle;
-  bool listed_ = false;  // in the queue's list of new entries
-  bool orphan_ = false;  // claimed when its key got a new record
+  bool listed_ = false;               // in the queue's list of new entries
+  bool orphan_ = false;               // claimed when its key got a new record
+  const std::string* key_ = nullptr;  // the key it is filed under
+  // The record added right after this one, last time: steps submit their
+  // names in the same order, so the next name is found without a lookup
+  // (whose bucket and node the data moved since the last step has pushed
+  // out of the caches).
+  QueuedTensor* next_ = nullptr;
 };
 
 class TensorQueue {
@@ -120,17 +127,27 @@ class TensorQueue {
   // Idle records kept before those not listed are dropped; names used once
   // (the automatic names of unnamed calls) pile up to this many.
   static constexpr size_t kMaxIdle = 4096;
+  // Orphans kept before the dead ones are freed.
+  static constexpr size_t kMaxOrphans = 64;
 
  private:
   // Queued -> idle (under mu_).
   void Unqueue(QueuedTensor* t);
-  // Drops idle records that no list refers to (under mu_).
+  // The record for `key` when it is the one added after the last one last
+  // time and idle; else null (under mu_).
+  QueuedTensor* Predicted(const std::string& key) const;
+  // Drops idle records that no list refers to, and dead orphans (under
+  // mu_).
   void Sweep();
+  // Frees dead orphans and forgets every record's successor, so no link
+  // points at a freed record (under mu_).
+  void ResetLinks();
 
   std::mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<QueuedTensor>> records_;
   std::vector<std::unique_ptr<QueuedTensor>> orphans_;
   size_t idle_ = 0;
+  QueuedTensor* last_added_ = nullptr;
   size_t queued_ = 0;
   std::vector<QueuedTensor*> added_;  // by the running Add
   std::string key_;                   // lookups, reused

@@ -153,6 +153,54 @@ TEST(TensorQueue, ANameResubmittedWhileItsCollectiveRunsGetsANewRecord) {
   EXPECT_EQ(e.tensor.data, z);
 }
 
+// Records are found by following last step's order when names come in the
+// same order; any other order, a new name or a name whose collective still
+// runs finds the right record all the same.
+TEST(TensorQueue, NamesInAnyOrderFindTheirOwnRecords) {
+  TensorQueue q;
+  float data[4][4];
+  const std::vector<std::vector<int>> orders = {
+      {0, 1, 2, 3}, {0, 1, 2, 3}, {3, 2, 1, 0}, {0, 2, 1, 3}, {0, 1, 2, 3}};
+  std::vector<QueuedTensor*> record(4, nullptr);  // by name, first seen
+  for (const std::vector<int>& order : orders) {
+    for (int k : order) Add(q, Entry("n" + std::to_string(k), {4}, data[k]));
+    std::vector<QueuedTensor*> fresh = New(q);
+    ASSERT_EQ(fresh.size(), order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      EXPECT_EQ(fresh[i]->entry.request.name, "n" + std::to_string(order[i]));
+      EXPECT_EQ(fresh[i]->entry.tensor.data, data[order[i]]);
+      if (record[order[i]] == nullptr) record[order[i]] = fresh[i];
+      EXPECT_EQ(fresh[i], record[order[i]]);  // reused, whatever the order
+    }
+    std::vector<TensorEntry*> claimed;
+    q.Claim(fresh.data(), fresh.size(), &claimed);
+    q.Release(fresh.data(), fresh.size());
+  }
+  EXPECT_EQ(q.Records(), 4u);
+}
+
+// Many names resubmitted while their collectives ran: the orphaned records
+// are freed in batches, and every later submission still finds its own.
+TEST(TensorQueue, OrphansAreFreedAndLeaveNoStaleLinks) {
+  TensorQueue q;
+  float x[4];
+  const int names = 10;
+  for (int round = 0; round < 3 * int(TensorQueue::kMaxOrphans); ++round) {
+    std::vector<QueuedTensor*> fresh;
+    if (round > 0) fresh = New(q);
+    std::vector<TensorEntry*> claimed;
+    q.Claim(fresh.data(), fresh.size(), &claimed);
+    for (int k = 0; k < names; ++k)
+      Add(q, Entry("o" + std::to_string(k), {4}, x));
+    q.Release(fresh.data(), fresh.size());
+    ASSERT_LE(q.Records(), names + TensorQueue::kMaxOrphans + names + 1);
+  }
+  std::vector<QueuedTensor*> fresh = New(q);
+  ASSERT_EQ(fresh.size(), size_t(names));
+  for (int k = 0; k < names; ++k)
+    EXPECT_EQ(fresh[k]->entry.request.name, "o" + std::to_string(k));
+}
+
 TEST(TensorQueue, FailAllFailsWhatIsQueuedAndRefusesMore) {
   TensorQueue q;
   auto ha = Add(q, Entry("a"));
