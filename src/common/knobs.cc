@@ -155,6 +155,10 @@ std::vector<KnobSpec> MakeTable() {
            "a thread waiting on a handle runs the engine loop itself"),
       Flag("HOROVOD_KEEP_FREED_MEMORY", &K::keep_freed_memory, "",
            "glibc keeps freed memory, so fresh results do not fault"),
+      Other("HOROVOD_GRADIENT_OVERLAP", kString, "auto", "",
+            "torch's DistributedOptimizer: 1 starts allreduces in backward, "
+            "0 in step()",
+            false),
       Text("HOROVOD_TIMELINE", &K::timeline, "--timeline-filename",
            "Chrome trace file rank 0 records into; DYNAMIC: on request"),
       Flag("HOROVOD_TIMELINE_MARK_CYCLES", &K::timeline_mark_cycles,

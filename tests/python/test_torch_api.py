@@ -31,6 +31,23 @@ def test_optimizer(check, np):
     assert_check_passed("optimizer", check, np)
 
 
+# Every optimizer check with the gradients' allreduces started from the
+# hooks and from step(), whichever the host would pick.
+@pytest.mark.parametrize("overlap", ["0", "1"])
+@pytest.mark.parametrize("check", check_names("optimizer"))
+def test_optimizer_with_gradient_overlap(check, overlap):
+    assert_check_passed("optimizer", check, 2,
+                        {"HOROVOD_GRADIENT_OVERLAP": overlap})
+
+
+def test_gradient_overlap_default_follows_the_host():
+    from horovod.torch.optimizer import host_is_full
+    assert host_is_full(2, 2, 1, 2)
+    assert host_is_full(2, 2, 2, 4)
+    assert not host_is_full(2, 2, 1, 4)  # a core to spare for transfers
+    assert not host_is_full(2, 4, 1, 2)  # ranks on other hosts too
+
+
 @pytest.mark.parametrize("np", [2, 3, 4])
 @pytest.mark.parametrize("check", check_names("adasum"))
 def test_adasum(check, np):

@@ -2,9 +2,12 @@
 averaged across ranks. Each parameter's allreduce starts from a
 post-accumulate-grad hook as soon as its gradient is ready, overlapping
 communication with the rest of backward; step() waits for the remainder.
+On a host whose cores the job's compute already fills, the hooks only mark
+gradients ready and step() starts them all (HOROVOD_GRADIENT_OVERLAP).
 With op=Adasum the ranks combine weight changes instead (see
 _DistributedAdasumOptimizer)."""
 
+import os
 import warnings
 from contextlib import contextmanager
 
@@ -15,8 +18,38 @@ from horovod.common.grouping import check_adasum_set
 from horovod.common.process_sets import global_process_set
 from horovod.torch.compression import Compression
 from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_,
-                                   grouped_allreduce_async_, rank, size,
-                                   sparse_allreduce_async, synchronize)
+                                   grouped_allreduce_async_, local_size, rank,
+                                   size, sparse_allreduce_async, synchronize)
+
+# A gradient whose allreduce waits for step() (see _overlaps_backward).
+_DEFERRED = "deferred"
+
+
+def host_is_full(local_ranks, ranks, threads, cores):
+    """Whether the job's compute already keeps every core of this host busy:
+    all `ranks` on this one host, `local_ranks` of them with `threads`
+    compute threads each, against the `cores` this process may run on."""
+    return local_ranks == ranks and local_ranks * threads >= cores
+
+
+def _overlaps_backward(params):
+    """Whether each gradient's allreduce starts from its hook during
+    backward (HOROVOD_GRADIENT_OVERLAP=1) or waits for step(), which starts
+    them all at once (0). By default (auto) they wait on a host that the
+    job's CPU compute already fills: there a transfer in the background has
+    no core of its own, so it slows backward by as much as it overlaps
+    with it, and the ranks' shared-memory transfers, which need both sides
+    running at once, spin while one of them is not."""
+    setting = os.environ.get("HOROVOD_GRADIENT_OVERLAP", "auto")
+    if setting not in ("auto", "0", "1"):
+        raise ValueError("HOROVOD_GRADIENT_OVERLAP=%r on rank %d: expected "
+                         "auto, 0 or 1" % (setting, rank()))
+    if setting != "auto":
+        return setting == "1"
+    if any(p.device.type != "cpu" for p in params):
+        return True
+    return not host_is_full(local_size(), size(), torch.get_num_threads(),
+                            len(os.sched_getaffinity(0)))
 
 
 def _checked_names(param_groups, named_parameters):
@@ -76,6 +109,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._group_of[p] = gi
         self._group_ready = {}
         self._requires_update = set()
+        self._overlap = _overlaps_backward(all_params)
+        self._deferred = []  # parameters and group indices, in hook order
         # A rank outside the process set trains locally: its step() neither
         # sends nor waits for anything. Alone in its job it has no one to
         # send to, unless the job is elastic and others may join.
@@ -168,9 +203,29 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             ready = self._group_ready.setdefault(gi, set())
             ready.add(p)
             if len(ready) == len(self._groups[gi]):
-                self._group_allreduce_async(gi)
+                if self._overlap:
+                    self._group_allreduce_async(gi)
+                else:
+                    self._defer(gi, self._groups[gi])
             return
-        self._handles[p] = self._allreduce_grad_async(p)
+        if self._overlap:
+            self._handles[p] = self._allreduce_grad_async(p)
+        else:
+            self._defer(p, [p])
+
+    def _defer(self, item, params):
+        """Marks `params` as ready; synchronize() starts their allreduce."""
+        self._deferred.append(item)
+        for q in params:
+            self._handles[q] = (_DEFERRED, None)
+
+    def _start_deferred(self):
+        deferred, self._deferred = self._deferred, []
+        for item in deferred:
+            if isinstance(item, int):
+                self._group_allreduce_async(item)
+            else:
+                self._handles[item] = self._allreduce_grad_async(item)
 
     def synchronize(self):
         """Waits for every gradient's allreduce (starting those whose hooks
@@ -178,6 +233,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self._requires_update:
             self._synchronized = True
             return
+        self._start_deferred()
         if self._groups is not None:
             for gi, g in enumerate(self._groups):
                 if not all(p in self._handles for p in g):
@@ -210,6 +266,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         step needs, since an elastic job redoes it from its last commit
         (TorchState.restore calls this)."""
         self._handles.clear()
+        self._deferred.clear()
         self._group_ready.clear()
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = self.backward_passes_per_step

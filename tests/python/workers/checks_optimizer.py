@@ -2,11 +2,14 @@
 pytest case per check). Equivalence: N ranks x batch B give the same
 parameters as 1 process x batch N*B."""
 
+import os
+import time
 import warnings
 
 import torch
 
 import horovod.torch as hvd
+from horovod.torch.optimizer import host_is_full
 
 hvd.init()
 r, n = hvd.rank(), hvd.size()
@@ -246,3 +249,49 @@ def check_unnamed_parameters_get_upstream_names():
     assert names[0] == "allreduce.noname.0.0", names
     m(X[0, :B]).sum().backward()
     opt.step()
+
+
+def check_allreduces_start_in_backward_or_in_step_as_set():
+    """HOROVOD_GRADIENT_OVERLAP=1: the hooks start each gradient's
+    allreduce, so the background reduces them before step() is called;
+    0: none starts before step(). auto follows the host."""
+    setting = os.environ.get("HOROVOD_GRADIENT_OVERLAP", "auto")
+    overlap = setting == "1" or (setting == "auto" and not host_is_full(
+        hvd.local_size(), n, torch.get_num_threads(),
+        len(os.sched_getaffinity(0))))
+    m = model()
+    count = len(list(m.parameters()))
+    opt = hvd.DistributedOptimizer(sgd(m.parameters()),
+                                   named_parameters=m.named_parameters())
+    before = hvd.metrics()["tensors"]
+    torch.nn.functional.mse_loss(m(X[0, :B]), Y[0, :B]).backward()
+    # Started allreduces complete in the background within milliseconds;
+    # give them far longer either way.
+    deadline = time.time() + (10 if overlap else 0.5)
+    while hvd.metrics()["tensors"] - before < count and \
+            time.time() < deadline:
+        time.sleep(0.01)
+    during = hvd.metrics()["tensors"] - before
+    assert during == (count if overlap else 0), (setting, overlap, during)
+    opt.step()
+    assert hvd.metrics()["tensors"] - before == count
+
+
+def check_a_bad_gradient_overlap_setting_is_refused():
+    os.environ["HOROVOD_GRADIENT_OVERLAP"], saved = "sometimes", \
+        os.environ.get("HOROVOD_GRADIENT_OVERLAP")
+    try:
+        m = model()
+        try:
+            hvd.DistributedOptimizer(sgd(m.parameters()),
+                                     named_parameters=m.named_parameters())
+        except ValueError as e:
+            assert "HOROVOD_GRADIENT_OVERLAP='sometimes' on rank %d" % r \
+                in str(e), str(e)
+        else:
+            raise AssertionError("accepted HOROVOD_GRADIENT_OVERLAP=sometimes")
+    finally:
+        if saved is None:
+            del os.environ["HOROVOD_GRADIENT_OVERLAP"]
+        else:
+            os.environ["HOROVOD_GRADIENT_OVERLAP"] = saved
