@@ -199,7 +199,9 @@ NB_MODULE(_core, m) {
           "wait",
           [](const Handle& h, double timeout) {
             Status st;
-            {
+            if (h.Poll()) {  // done: nothing to wait for, keep the GIL
+              st = h.Wait(timeout);
+            } else {
               nb::gil_scoped_release release;
               st = h.Wait(timeout);
             }

@@ -1,5 +1,6 @@
 // Executor: carries out one Response on this rank: takes the matching
-// entries from the TensorQueue, packs fused tensors into the persistent
+// entries from the TensorQueue by name (or is handed entries the engine
+// claimed by address), packs fused tensors into the persistent
 // fusion buffer, runs the collective algorithm over the process set's
 // members, unpacks, and completes the handles. Used by one thread at a time:
 // whichever drives the engine's loop (the loop thread or a waiting caller,
