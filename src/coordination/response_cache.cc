@@ -4,9 +4,9 @@ namespace horovod {
 namespace {
 
 // Everything but the name and shape that a cached response is reused for;
-// `b` is a Request or a Response (same field names).
-template <typename T>
-bool SameScalars(const Response& a, const T& b) {
+// `a` and `b` are Requests or Responses (same field names).
+template <typename A, typename B>
+bool SameScalars(const A& a, const B& b) {
   return a.op == b.op && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
          a.root == b.root && a.device == b.device && a.prescale == b.prescale &&
          a.postscale == b.postscale;
@@ -29,6 +29,11 @@ void AssignSingle(const Response& r, size_t i, Response* out) {
 }
 
 }  // namespace
+
+bool ResponseCache::SameLookup(const Request& a, const Request& b) {
+  return SameScalars(a, b) && a.shape == b.shape &&
+         a.group_size == b.group_size && a.group == b.group;
+}
 
 bool ResponseCache::Cacheable(const Response& r) {
   return !r.error && (r.op == Op::kAllreduce || r.op == Op::kBroadcast ||

@@ -48,6 +48,9 @@ class ResponseCache {
   // Reconstructs the request a hit on `slot` stands for.
   Request ToRequest(uint32_t slot, int rank) const;
   static bool Cacheable(const Response& r);
+  // Whether Find compares requests `a` and `b` (of one key) alike: then
+  // the slot found for one stands for the other while it is unchanged.
+  static bool SameLookup(const Request& a, const Request& b);
   size_t size() const { return index_.size(); }
 
  private:

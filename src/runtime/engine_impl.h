@@ -357,9 +357,9 @@ class EngineImpl {
   std::atomic<uint64_t> cache_hits_{0};
   std::atomic<uint64_t> cache_misses_{0};
   std::unordered_map<uint32_t, std::string> hit_keys_;
-  // A request waiting on the board under its cache slot.
-  // The queue's record stays queued (its entry untouched) until the round
-  // that agrees on it claims it, or the offer goes the usual way.
+  // A request waiting on the board under its cache slot. Its queue record
+  // stays queued (its entry untouched) until the round that agrees on it
+  // claims it, or the offer goes the usual way.
   struct BoardOffer {
     QueuedTensor* tensor;
     uint32_t slot;

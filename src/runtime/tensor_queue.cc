@@ -6,19 +6,6 @@
 #include <algorithm>
 
 namespace horovod {
-namespace {
-
-// Whatever a response-cache lookup compares besides the key: when a new
-// submission matches the last one under its key, the slot found for the
-// last one still stands as long as that slot has not changed since.
-bool SameLookup(const Request& a, const Request& b) {
-  return a.op == b.op && a.dtype == b.dtype && a.reduce_op == b.reduce_op &&
-         a.root == b.root && a.device == b.device && a.prescale == b.prescale &&
-         a.postscale == b.postscale && a.shape == b.shape &&
-         a.group_size == b.group_size && a.group == b.group;
-}
-
-}  // namespace
 
 TensorQueue::TensorQueue() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
@@ -55,7 +42,6 @@ Status TensorQueue::Add(TensorEntry* entries, size_t n) {
         } else if (slot->state_ == QueuedTensor::State::kClaimed) {
           // Its collective is still running (its handle may already be
           // complete): the key is free, the record is not.
-          slot->orphan_ = true;
           slot->key_ = nullptr;
           orphans_.push_back(std::move(slot));
           slot = std::make_unique<QueuedTensor>();
@@ -66,7 +52,8 @@ Status TensorQueue::Add(TensorEntry* entries, size_t n) {
         if (last_added_ != nullptr) last_added_->next_ = t;
       }
       last_added_ = t;
-      if (t->cache_slot >= 0 && !SameLookup(t->entry.request, e.request))
+      if (t->cache_slot >= 0 &&
+          !ResponseCache::SameLookup(t->entry.request, e.request))
         t->cache_slot = -1;
       t->entry.request = e.request;  // reuses the strings' capacity
       t->entry.tensor = e.tensor;
@@ -208,8 +195,9 @@ void TensorQueue::Release(QueuedTensor* const* ts, size_t n) {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < n; ++i) {
     QueuedTensor* t = ts[i];
-    if (t == nullptr || t->state_ != QueuedTensor::State::kClaimed) continue;
-    if (t->orphan_) {  // records may link to it: freed by ResetLinks
+    if (t->state_ != QueuedTensor::State::kClaimed) continue;
+    if (t->key_ == nullptr) {
+      // An orphan. Links may point to it: ResetLinks frees it.
       t->state_ = QueuedTensor::State::kDead;
       continue;
     }

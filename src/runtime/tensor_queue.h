@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "coordination/message.h"
+#include "coordination/response_cache.h"
 #include "runtime/handle_state.h"
 
 namespace horovod {
@@ -65,9 +66,10 @@ class QueuedTensor {
   // kDead: an orphan whose claim ended, freed with the next links reset.
   enum class State { kIdle, kQueued, kClaimed, kDead };
   State state_ = State::kIdle;
-  bool listed_ = false;               // in the queue's list of new entries
-  bool orphan_ = false;               // claimed when its key got a new record
-  const std::string* key_ = nullptr;  // the key it is filed under
+  bool listed_ = false;  // in the queue's list of new entries
+  // The key it is filed under; null for an orphan (claimed when its key
+  // got a new record).
+  const std::string* key_ = nullptr;
   // The record added right after this one, last time: steps submit their
   // names in the same order, so the next name is found without a lookup
   // (whose bucket and node the data moved since the last step has pushed
@@ -99,8 +101,8 @@ class TensorQueue {
   // by Add, until Release.
   void Claim(QueuedTensor* const* ts, size_t n,
              std::vector<TensorEntry*>* claimed);
-  // Ends the claims on ts[0, n) (null entries are skipped): their keys are
-  // free again, their records reusable.
+  // Ends the claims on ts[0, n): their keys are free again, their records
+  // reusable.
   void Release(QueuedTensor* const* ts, size_t n);
   // Whether some entry is in flight (submitted and not yet executed): a
   // hint read without the lock, once a loop step, to tell waiting for work
