@@ -60,6 +60,35 @@ float BFloat16ToFloat(uint16_t h) {
 
 namespace {
 
+// ReduceOfScaled's piece: well inside a 32 KiB L1 with both operands.
+constexpr size_t kPublishPieceBytes = 8 << 10;
+
+// The identity, or a scaling by a factor as ScaleBuffer computes it, applied
+// to each result as it is computed.
+struct NoScale {
+  template <typename T>
+  T operator()(T v) const {
+    return v;
+  }
+};
+template <typename T>
+struct FloatScale {
+  T factor;
+  T operator()(T v) const { return v * factor; }
+};
+template <typename T>
+struct IntScale {  // in double, truncated
+  double factor;
+  T operator()(T v) const {
+    return static_cast<T>(static_cast<double>(v) * factor);
+  }
+};
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
+struct HalfScale {
+  float factor;
+  uint16_t operator()(uint16_t v) const { return FromF(ToF(v) * factor); }
+};
+
 // d[i] = f(x[i], y[i]). `d` may be `x` (each element is read before it is
 // written) but overlaps neither otherwise; the two loops let the compiler
 // vectorize each case without overlap checks that would fail for d == x.
@@ -77,80 +106,84 @@ void Apply(void* dst, const void* a, const void* b, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) d[i] = f(x[i], yy[i]);
 }
 
-template <typename T>
+template <typename T, typename Post>
 void ReduceTyped(void* dst, const void* a, const void* b, int64_t n,
-                 ReduceOp op) {
+                 ReduceOp op, Post post) {
   switch (op) {
     case ReduceOp::kMin:
-      Apply<T>(dst, a, b, n, [](T x, T y) { return y < x ? y : x; });
+      Apply<T>(dst, a, b, n, [post](T x, T y) { return post(y < x ? y : x); });
       break;
     case ReduceOp::kMax:
-      Apply<T>(dst, a, b, n, [](T x, T y) { return x < y ? y : x; });
+      Apply<T>(dst, a, b, n, [post](T x, T y) { return post(x < y ? y : x); });
       break;
     case ReduceOp::kProduct:
-      Apply<T>(dst, a, b, n, [](T x, T y) { return static_cast<T>(x * y); });
+      Apply<T>(dst, a, b, n,
+               [post](T x, T y) { return post(static_cast<T>(x * y)); });
       break;
     default:
-      Apply<T>(dst, a, b, n, [](T x, T y) { return static_cast<T>(x + y); });
+      Apply<T>(dst, a, b, n,
+               [post](T x, T y) { return post(static_cast<T>(x + y)); });
       break;
   }
 }
 
 // Wrapping integer arithmetic without signed-overflow UB.
-template <typename T, typename U>
-void ReduceInt(void* dst, const void* a, const void* b, int64_t n,
-               ReduceOp op) {
+template <typename T, typename U, typename Post>
+void ReduceInt(void* dst, const void* a, const void* b, int64_t n, ReduceOp op,
+               Post post) {
   if (op == ReduceOp::kMin || op == ReduceOp::kMax) {
-    ReduceTyped<T>(dst, a, b, n, op);
+    ReduceTyped<T>(dst, a, b, n, op, post);
     return;
   }
   const bool product = op == ReduceOp::kProduct;
-  Apply<T>(dst, a, b, n, [product](T x, T y) {
+  Apply<T>(dst, a, b, n, [product, post](T x, T y) {
     const U u = static_cast<U>(x), v = static_cast<U>(y);
-    return static_cast<T>(product ? static_cast<U>(u * v)
-                                  : static_cast<U>(u + v));
+    return post(static_cast<T>(product ? static_cast<U>(u * v)
+                                       : static_cast<U>(u + v)));
   });
 }
 
-template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
-void Reduce16(void* dst, const void* a, const void* b, int64_t n, ReduceOp op) {
+template <float (*ToF)(uint16_t), uint16_t (*FromF)(float), typename Post>
+void Reduce16(void* dst, const void* a, const void* b, int64_t n, ReduceOp op,
+              Post post) {
   switch (op) {
     // Min/Max pick one input exactly (as the float path does).
     case ReduceOp::kMin:
-      Apply<uint16_t>(dst, a, b, n, [](uint16_t x, uint16_t y) {
-        return ToF(y) < ToF(x) ? y : x;
+      Apply<uint16_t>(dst, a, b, n, [post](uint16_t x, uint16_t y) {
+        return post(ToF(y) < ToF(x) ? y : x);
       });
       break;
     case ReduceOp::kMax:
-      Apply<uint16_t>(dst, a, b, n, [](uint16_t x, uint16_t y) {
-        return ToF(x) < ToF(y) ? y : x;
+      Apply<uint16_t>(dst, a, b, n, [post](uint16_t x, uint16_t y) {
+        return post(ToF(x) < ToF(y) ? y : x);
       });
       break;
     case ReduceOp::kProduct:
-      Apply<uint16_t>(dst, a, b, n, [](uint16_t x, uint16_t y) {
-        return FromF(ToF(x) * ToF(y));
+      Apply<uint16_t>(dst, a, b, n, [post](uint16_t x, uint16_t y) {
+        return post(FromF(ToF(x) * ToF(y)));
       });
       break;
     default:
-      Apply<uint16_t>(dst, a, b, n, [](uint16_t x, uint16_t y) {
-        return FromF(ToF(x) + ToF(y));
+      Apply<uint16_t>(dst, a, b, n, [post](uint16_t x, uint16_t y) {
+        return post(FromF(ToF(x) + ToF(y)));
       });
       break;
   }
 }
 
-template <typename T>
-void ScaleTyped(void* buf, int64_t n, double factor) {
-  T* p = static_cast<T*>(buf);
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = static_cast<T>(static_cast<double>(p[i]) * factor);
+// kernel(post) with the identity when `factor` is 1, else with `scale`.
+template <typename Scale, typename Kernel>
+void WithPost(double factor, Scale scale, Kernel kernel) {
+  if (factor == 1.0)
+    kernel(NoScale{});
+  else
+    kernel(scale);
 }
 
-template <float (*ToF)(uint16_t), uint16_t (*FromF)(float)>
-void Scale16(void* buf, int64_t n, double factor) {
-  uint16_t* p = static_cast<uint16_t*>(buf);
-  float f = static_cast<float>(factor);
-  for (int64_t i = 0; i < n; ++i) p[i] = FromF(ToF(p[i]) * f);
+template <typename T, typename Scale>
+void ScaleWith(void* buf, int64_t n, Scale scale) {
+  T* p = static_cast<T*>(buf);
+  for (int64_t i = 0; i < n; ++i) p[i] = scale(p[i]);
 }
 
 }  // namespace
@@ -162,35 +195,63 @@ void ReduceInto(void* dst, const void* src, int64_t count, DataType dtype,
 
 void ReduceOf(void* dst, const void* a, const void* b, int64_t count,
               DataType dtype, ReduceOp op) {
+  ReduceOfScaled(dst, nullptr, a, b, count, dtype, op, 1.0);
+}
+
+namespace {
+
+// ReduceOfScaled without the copy.
+void ReduceScaled(void* dst, const void* a, const void* b, int64_t count,
+                  DataType dtype, ReduceOp op, double factor) {
+  auto ints = [&](auto zero, auto wide) {
+    using T = decltype(zero);
+    using U = decltype(wide);
+    WithPost(factor, IntScale<T>{factor},
+             [&](auto post) { ReduceInt<T, U>(dst, a, b, count, op, post); });
+  };
   switch (dtype) {
     case DataType::kUInt8:
-      ReduceInt<uint8_t, uint8_t>(dst, a, b, count, op);
+      ints(uint8_t{}, uint8_t{});
       break;
     case DataType::kInt8:
-      ReduceInt<int8_t, uint8_t>(dst, a, b, count, op);
+      ints(int8_t{}, uint8_t{});
       break;
     case DataType::kInt16:
-      ReduceInt<int16_t, uint16_t>(dst, a, b, count, op);
+      ints(int16_t{}, uint16_t{});
       break;
     case DataType::kInt32:
-      ReduceInt<int32_t, uint32_t>(dst, a, b, count, op);
+      ints(int32_t{}, uint32_t{});
       break;
     case DataType::kInt64:
-      ReduceInt<int64_t, uint64_t>(dst, a, b, count, op);
+      ints(int64_t{}, uint64_t{});
       break;
     case DataType::kFloat32:
-      ReduceTyped<float>(dst, a, b, count, op);
+      WithPost(
+          factor, FloatScale<float>{static_cast<float>(factor)},
+          [&](auto post) { ReduceTyped<float>(dst, a, b, count, op, post); });
       break;
     case DataType::kFloat64:
-      ReduceTyped<double>(dst, a, b, count, op);
+      WithPost(factor, FloatScale<double>{factor}, [&](auto post) {
+        ReduceTyped<double>(dst, a, b, count, op, post);
+      });
       break;
     case DataType::kFloat16:
-      Reduce16<HalfToFloat, FloatToHalf>(dst, a, b, count, op);
+      WithPost(factor,
+               HalfScale<HalfToFloat, FloatToHalf>{static_cast<float>(factor)},
+               [&](auto post) {
+                 Reduce16<HalfToFloat, FloatToHalf>(dst, a, b, count, op, post);
+               });
       break;
     case DataType::kBFloat16:
-      Reduce16<BFloat16ToFloat, FloatToBFloat16>(dst, a, b, count, op);
+      WithPost(factor,
+               HalfScale<BFloat16ToFloat, FloatToBFloat16>{
+                   static_cast<float>(factor)},
+               [&](auto post) {
+                 Reduce16<BFloat16ToFloat, FloatToBFloat16>(dst, a, b, count,
+                                                            op, post);
+               });
       break;
-    case DataType::kBool: {
+    case DataType::kBool: {  // never scaled (as ScaleBuffer)
       const bool conj = op == ReduceOp::kMin || op == ReduceOp::kProduct;
       Apply<uint8_t>(dst, a, b, count, [conj](uint8_t x, uint8_t y) {
         return static_cast<uint8_t>(conj ? (x && y) : (x || y));
@@ -200,38 +261,61 @@ void ReduceOf(void* dst, const void* a, const void* b, int64_t count,
   }
 }
 
+}  // namespace
+
+void ReduceOfScaled(void* dst, void* copy, const void* a, const void* b,
+                    int64_t count, DataType dtype, ReduceOp op, double factor) {
+  if (copy == nullptr) {
+    ReduceScaled(dst, a, b, count, dtype, op, factor);
+    return;
+  }
+  // In pieces that stay in the first-level cache between the kernel and
+  // the copy: one pass over memory, and the copy runs at memcpy's speed
+  // (a loop storing each element twice ran slower than the two passes).
+  const size_t esize = DataTypeSize(dtype);
+  const int64_t piece = static_cast<int64_t>(kPublishPieceBytes / esize);
+  for (int64_t i = 0; i < count; i += piece) {
+    const int64_t k = std::min(piece, count - i);
+    const size_t at = static_cast<size_t>(i) * esize;
+    char* d = static_cast<char*>(dst) + at;
+    ReduceScaled(d, static_cast<const char*>(a) + at,
+                 static_cast<const char*>(b) + at, k, dtype, op, factor);
+    std::memcpy(static_cast<char*>(copy) + at, d,
+                static_cast<size_t>(k) * esize);
+  }
+}
+
 void ScaleBuffer(void* buf, int64_t count, DataType dtype, double factor) {
   if (factor == 1.0) return;
+  const float f = static_cast<float>(factor);
   switch (dtype) {
     case DataType::kUInt8:
-      ScaleTyped<uint8_t>(buf, count, factor);
+      ScaleWith<uint8_t>(buf, count, IntScale<uint8_t>{factor});
       break;
     case DataType::kInt8:
-      ScaleTyped<int8_t>(buf, count, factor);
+      ScaleWith<int8_t>(buf, count, IntScale<int8_t>{factor});
       break;
     case DataType::kInt16:
-      ScaleTyped<int16_t>(buf, count, factor);
+      ScaleWith<int16_t>(buf, count, IntScale<int16_t>{factor});
       break;
     case DataType::kInt32:
-      ScaleTyped<int32_t>(buf, count, factor);
+      ScaleWith<int32_t>(buf, count, IntScale<int32_t>{factor});
       break;
     case DataType::kInt64:
-      ScaleTyped<int64_t>(buf, count, factor);
+      ScaleWith<int64_t>(buf, count, IntScale<int64_t>{factor});
       break;
-    case DataType::kFloat32: {
-      float* p = static_cast<float*>(buf);
-      float f = static_cast<float>(factor);
-      for (int64_t i = 0; i < count; ++i) p[i] *= f;
+    case DataType::kFloat32:
+      ScaleWith<float>(buf, count, FloatScale<float>{f});
       break;
-    }
     case DataType::kFloat64:
-      ScaleTyped<double>(buf, count, factor);
+      ScaleWith<double>(buf, count, FloatScale<double>{factor});
       break;
     case DataType::kFloat16:
-      Scale16<HalfToFloat, FloatToHalf>(buf, count, factor);
+      ScaleWith<uint16_t>(buf, count, HalfScale<HalfToFloat, FloatToHalf>{f});
       break;
     case DataType::kBFloat16:
-      Scale16<BFloat16ToFloat, FloatToBFloat16>(buf, count, factor);
+      ScaleWith<uint16_t>(buf, count,
+                          HalfScale<BFloat16ToFloat, FloatToBFloat16>{f});
       break;
     case DataType::kBool:
       break;

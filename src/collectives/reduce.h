@@ -20,6 +20,12 @@ void ReduceInto(void* dst, const void* src, int64_t count, DataType dtype,
 // may overlap.
 void ReduceOf(void* dst, const void* a, const void* b, int64_t count,
               DataType dtype, ReduceOp op);
+// ReduceOf, then each result scaled by `factor` as ScaleBuffer would, and
+// also stored to `copy` when it is not null: the pass that finishes a block
+// of an allreduce and publishes it to the peers, with the same results as
+// the three steps apart. `copy` overlaps none of the others.
+void ReduceOfScaled(void* dst, void* copy, const void* a, const void* b,
+                    int64_t count, DataType dtype, ReduceOp op, double factor);
 // x = x * factor; integers are computed in double and truncated.
 void ScaleBuffer(void* buf, int64_t count, DataType dtype, double factor);
 

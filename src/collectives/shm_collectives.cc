@@ -59,51 +59,34 @@ class Run {
                       static_cast<const char*>(s) + from * esize_, k * esize_);
         });
   }
-  // Copies result elements [start, start + len) out to `dst`.
-  void CopyResultOut(int64_t start, int64_t len, char* dst) const {
-    ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
-      std::memcpy(dst + at * esize_, p, k * esize_);
-    });
-  }
-  // Out of place: the operand's elements [start, start + len) copied to
-  // where the result goes, before other members' blocks are reduced into it.
-  void CopyOwn(int64_t start, int64_t len) const {
-    ForEachPiece(start, len,
-                 [&](const Piece& p, int64_t from, int64_t, int64_t k) {
-                   if (p.src == nullptr) return;
-                   std::memcpy(static_cast<char*>(p.data) + from * esize_,
-                               static_cast<const char*>(p.src) + from * esize_,
-                               k * esize_);
-                 });
-  }
   void CopyIn(int64_t start, int64_t len, const char* src) const {
     ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
       std::memcpy(p, src + at * esize_, k * esize_);
     });
   }
-  // Like CopyOwn then ReduceFrom(start, len, other), in one pass: the
-  // operand's elements reduced with `other` where the result goes.
+  // Out of place in one pass: the operand's elements [start, start + len)
+  // reduced with `other` where the result goes (and finished as Reduce).
   void ReduceOwnWith(int64_t start, int64_t len, const char* other,
-                     DataType dtype, ReduceOp op) const {
+                     DataType dtype, ReduceOp op, double factor = 1.0,
+                     char* publish = nullptr) const {
     ForEachPiece(
         start, len, [&](const Piece& p, int64_t from, int64_t at, int64_t k) {
           char* d = static_cast<char*>(p.data) + from * esize_;
           const char* a = p.src != nullptr
                               ? static_cast<const char*>(p.src) + from * esize_
                               : d;
-          ReduceOf(d, a, other + at * esize_, k, dtype, op);
+          ReduceOfScaled(d, publish ? publish + at * esize_ : nullptr, a,
+                         other + at * esize_, k, dtype, op, factor);
         });
   }
-  void ReduceFrom(int64_t start, int64_t len, const char* src, DataType dtype,
-                  ReduceOp op) const {
+  // Reduces `src` into the result elements [start, start + len), then
+  // scales them by `factor` and copies them to `publish` (when not null)
+  // in the same pass.
+  void Reduce(int64_t start, int64_t len, const char* src, DataType dtype,
+              ReduceOp op, double factor = 1.0, char* publish = nullptr) const {
     ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
-      ReduceInto(p, src + at * esize_, k, dtype, op);
-    });
-  }
-  void Scale(int64_t start, int64_t len, DataType dtype, double factor) const {
-    if (factor == 1.0) return;
-    ForEach(start, len, [&](char* p, int64_t, int64_t k) {
-      ScaleBuffer(p, k, dtype, factor);
+      ReduceOfScaled(p, publish ? publish + at * esize_ : nullptr, p,
+                     src + at * esize_, k, dtype, op, factor);
     });
   }
 
@@ -146,20 +129,21 @@ Status BlockRounds(ShmGroup& g, const Run& run,
     HVD_RETURN_IF_ERROR(g.Barrier());
     const int64_t mine = RoundLen(counts[me], j, w);
     if (mine > 0) {
-      // One member reduces each block, so its order need not agree.
-      bool first = true;
+      // One member reduces each block, so its order need not agree. With
+      // `gather`, the pass over the last peer also scales the block and
+      // publishes it.
+      const int last = me == n - 1 ? n - 2 : n - 1;
+      const double factor = gather ? post : 1.0;
+      char* publish = gather ? slot(me, me) : nullptr;
       for (int p = 0; p < n; ++p) {
         if (p == me) continue;
+        const bool first = p == (me == 0 ? 1 : 0);
+        const double f = p == last ? factor : 1.0;
+        char* out = p == last ? publish : nullptr;
         if (first)
-          run.ReduceOwnWith(at(me, j), mine, slot(p, me), dtype, op);
+          run.ReduceOwnWith(at(me, j), mine, slot(p, me), dtype, op, f, out);
         else
-          run.ReduceFrom(at(me, j), mine, slot(p, me), dtype, op);
-        first = false;
-      }
-      if (first) run.CopyOwn(at(me, j), mine);  // no peers
-      if (gather) {
-        run.Scale(at(me, j), mine, dtype, post);
-        run.CopyResultOut(at(me, j), mine, slot(me, me));
+          run.Reduce(at(me, j), mine, slot(p, me), dtype, op, f, out);
       }
     }
     if (!gather) continue;
@@ -194,8 +178,8 @@ Status ShmAllreduce(ShmGroup& g, const Piece* pieces, size_t np, DataType dtype,
     // Every member sums in member order: bit-identical results everywhere.
     run.CopyIn(0, count, g.region(0));
     for (int p = 1; p < n; ++p)
-      run.ReduceFrom(0, count, g.region(p), dtype, op);
-    run.Scale(0, count, dtype, postscale);
+      run.Reduce(0, count, g.region(p), dtype, op,
+                 p == n - 1 ? postscale : 1.0);
     return Status::OK();
   }
   std::vector<int64_t> counts(n, count / n);

@@ -428,6 +428,36 @@ TEST(Reduce, OfMatchesInPlaceForEveryDtypeAndOp) {
       }
 }
 
+// The one-pass finish of an allreduce block (reduce, scale, publish) gives
+// bit for bit what the three steps apart give, in place and into a third
+// buffer, and the published copy equals the result.
+TEST(Reduce, OfScaledMatchesReduceThenScale) {
+  for (DataType t : kAllTypes)
+    for (ReduceOp op : kOps)
+      for (double factor : {1.0, 0.5, 1.0 / 3})
+        for (int64_t count : {1, 7, 33, 1000}) {
+          const std::vector<char> a =
+              Fill(t, count, 1, op == ReduceOp::kProduct);
+          const std::vector<char> b =
+              Fill(t, count, 2, op == ReduceOp::kProduct);
+          std::vector<char> expected(a.size());
+          ReduceOf(expected.data(), a.data(), b.data(), count, t, op);
+          ScaleBuffer(expected.data(), count, t, factor);
+          std::vector<char> in_place = a, third(a.size(), char(0x5a)),
+                            copy(a.size(), char(0x5a));
+          ReduceOfScaled(in_place.data(), nullptr, in_place.data(), b.data(),
+                         count, t, op, factor);
+          ReduceOfScaled(third.data(), copy.data(), a.data(), b.data(), count,
+                         t, op, factor);
+          const std::string what =
+              std::string(DataTypeName(t)) + " " + ReduceOpName(op) + " " +
+              std::to_string(factor) + " " + std::to_string(count);
+          EXPECT_EQ(in_place, expected) << what;
+          EXPECT_EQ(third, expected) << what;
+          EXPECT_EQ(copy, expected) << what;
+        }
+}
+
 TEST(Reduce, HalfPrecisionConversions) {
   EXPECT_EQ(HalfToFloat(FloatToHalf(1.5f)), 1.5f);
   EXPECT_EQ(HalfToFloat(FloatToHalf(65504.f)), 65504.f);
