@@ -274,10 +274,16 @@ void Executor::ReduceCopies(const Response& r, TensorEntry* entry,
     op = ReduceOp::kSum;
     post /= members;
   }
-  std::memcpy(e.tensor.data, copies[0], bytes);
+  // In member order, so every rank gets the same bits; the last pass
+  // scales.
+  void* out = e.tensor.data;
+  if (members == 1) {
+    std::memcpy(out, copies[0], bytes);
+    ScaleBuffer(out, count, r.dtype, post);
+  }
   for (int m = 1; m < members; ++m)
-    ReduceInto(e.tensor.data, copies[m], count, r.dtype, op);
-  if (post != 1.0) ScaleBuffer(e.tensor.data, count, r.dtype, post);
+    ReduceOfScaled(out, nullptr, m == 1 ? copies[0] : out, copies[m], count,
+                   r.dtype, op, m == members - 1 ? post : 1.0);
   Count(e);
   Finish(e, Status::OK());
 }
