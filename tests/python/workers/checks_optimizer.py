@@ -251,14 +251,18 @@ def check_unnamed_parameters_get_upstream_names():
     opt.step()
 
 
+def _overlapping():
+    setting = os.environ.get("HOROVOD_GRADIENT_OVERLAP", "auto")
+    return setting == "1" or (setting == "auto" and not host_is_full(
+        hvd.local_size(), n, torch.get_num_threads(),
+        len(os.sched_getaffinity(0))))
+
+
 def check_allreduces_start_in_backward_or_in_step_as_set():
     """HOROVOD_GRADIENT_OVERLAP=1: the hooks start each gradient's
     allreduce, so the background reduces them before step() is called;
     0: none starts before step(). auto follows the host."""
-    setting = os.environ.get("HOROVOD_GRADIENT_OVERLAP", "auto")
-    overlap = setting == "1" or (setting == "auto" and not host_is_full(
-        hvd.local_size(), n, torch.get_num_threads(),
-        len(os.sched_getaffinity(0))))
+    overlap = _overlapping()
     m = model()
     count = len(list(m.parameters()))
     opt = hvd.DistributedOptimizer(sgd(m.parameters()),
@@ -272,7 +276,7 @@ def check_allreduces_start_in_backward_or_in_step_as_set():
             time.time() < deadline:
         time.sleep(0.01)
     during = hvd.metrics()["tensors"] - before
-    assert during == (count if overlap else 0), (setting, overlap, during)
+    assert during == (count if overlap else 0), (overlap, during)
     opt.step()
     assert hvd.metrics()["tensors"] - before == count
 
@@ -295,3 +299,67 @@ def check_a_bad_gradient_overlap_setting_is_refused():
             del os.environ["HOROVOD_GRADIENT_OVERLAP"]
         else:
             os.environ["HOROVOD_GRADIENT_OVERLAP"] = saved
+
+
+class TwoDtypes(torch.nn.Module):
+    """Many small parameters of float32 (their submissions one by one
+    would reach the engine over a millisecond or more) and a few of
+    float64."""
+
+    def __init__(self):
+        super().__init__()
+        self.f32 = torch.nn.ParameterList(
+            [torch.nn.Parameter(torch.randn(3)) for _ in range(300)])
+        self.f64 = torch.nn.ParameterList(
+            [torch.nn.Parameter(torch.randn(2, dtype=torch.float64))
+             for _ in range(3)])
+
+    def forward(self, x):
+        return sum((p * x).sum() for p in self.f32) + \
+            sum((p * x).sum() for p in self.f64)
+
+
+def check_step_runs_one_collective_per_dtype_when_deferred():
+    """Allreduces started from step() go as one group per dtype (every
+    gradient in one collective); from the hooks, one per gradient or
+    fused. The result is the average either way."""
+    torch.manual_seed(4)
+    m = TwoDtypes()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1.0),
+                                   named_parameters=m.named_parameters())
+    count = len(list(m.parameters()))
+    before = hvd.metrics()
+    m(float(r + 1)).backward()
+    local = {k: p.grad.clone() for k, p in m.named_parameters()}
+    opt.synchronize()
+    after = hvd.metrics()
+    assert after["tensors"] - before["tensors"] == count
+    if not _overlapping():
+        assert after["responses"] - before["responses"] == 2, \
+            after["responses"] - before["responses"]
+    for k, p in m.named_parameters():
+        assert p.grad.dtype == local[k].dtype
+        close_all(p.grad, torch.full_like(p.grad, (n + 1) / 2))
+    with opt.skip_synchronize():
+        opt.step()
+
+
+def check_a_gradient_some_ranks_lack_is_averaged_with_zeros():
+    """A branch only rank 0's forward uses: the others contribute zeros,
+    and every rank steps with the same averaged gradient."""
+    torch.manual_seed(2)
+    trunk, branch = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+    m = torch.nn.ModuleDict({"trunk": trunk, "branch": branch})
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1.0),
+                                   named_parameters=m.named_parameters())
+    x = torch.ones(1, 2)
+    out = trunk(x).sum()
+    if r == 0:
+        out = out + branch(x).sum()
+    out.backward()
+    opt.synchronize()
+    close_all(branch.weight.grad, torch.ones(1, 2) / n)
+    close_all(branch.bias.grad, torch.ones(1) / n)
+    close_all(trunk.bias.grad, torch.ones(2))
+    with opt.skip_synchronize():
+        opt.step()
