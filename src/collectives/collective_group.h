@@ -126,15 +126,16 @@ class PackedRun {
 };
 
 // An allreduce for algorithms that want one contiguous buffer: packs,
-// prescales, runs fn(char* buf, int64_t count), postscales, unpacks. A
-// template so that the data path builds no std::function per call.
+// prescales, runs fn(char* buf, int64_t count), which also applies
+// args.postscale (an algorithm can fold it into a pass it makes anyway),
+// unpacks. A template so that the data path builds no std::function per
+// call.
 template <typename Fn>
 Status AllreducePacked(const Piece* pieces, size_t n, const ReduceArgs& args,
                        Scratch* fusion, const PhaseFn* on_phase, Fn&& fn) {
   PackedRun run(pieces, n, args.dtype, fusion, on_phase);
   ScaleBuffer(run.data(), run.count(), args.dtype, args.prescale);
   HVD_RETURN_IF_ERROR(fn(run.data(), run.count()));
-  ScaleBuffer(run.data(), run.count(), args.dtype, args.postscale);
   run.Unpack();
   return Status::OK();
 }

@@ -37,19 +37,26 @@ Status Communicator::SendRecv(int dst, const void* sbuf, size_t slen, int src,
 }
 
 Status Allreduce(Communicator& comm, void* buf, int64_t count, DataType dtype,
-                 ReduceOp op) {
-  if (comm.size() == 1 || count == 0) return Status::OK();
+                 ReduceOp op, double postscale) {
   int64_t bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
-  if (bytes < comm.config().small_allreduce_bytes || count < comm.size())
-    return RecursiveDoublingAllreduce(comm, buf, count, dtype, op);
-  return RingAllreduce(comm, buf, count, dtype, op);
+  if (comm.size() > 1 && count >= comm.size() &&
+      bytes >= comm.config().small_allreduce_bytes)
+    return RingAllreduce(comm, buf, count, dtype, op, postscale);
+  if (comm.size() > 1 && count > 0)
+    HVD_RETURN_IF_ERROR(
+        RecursiveDoublingAllreduce(comm, buf, count, dtype, op));
+  ScaleBuffer(buf, count, dtype, postscale);
+  return Status::OK();
 }
 
 Status RingReduceScatter(Communicator& comm, void* buf,
                          const std::vector<int64_t>& counts, DataType dtype,
-                         ReduceOp op) {
+                         ReduceOp op, double postscale) {
   const int n = comm.size(), r = comm.rank();
-  if (n == 1) return Status::OK();
+  if (n == 1) {
+    ScaleBuffer(buf, counts[0], dtype, postscale);
+    return Status::OK();
+  }
   const size_t esize = DataTypeSize(dtype);
   std::vector<int64_t> off = Offsets(counts);
   int64_t max_count = *std::max_element(counts.begin(), counts.end());
@@ -61,9 +68,11 @@ Status RingReduceScatter(Communicator& comm, void* buf,
   for (int s = 0; s < n - 1; ++s) {
     int send_block = Mod(r - s - 1, n), recv_block = Mod(r - s - 2, n);
     char* target = base + off[recv_block] * esize;
+    // The last step completes our own block: scale it as it is reduced.
+    const double factor = s == n - 2 ? postscale : 1.0;
     ChunkFn reduce = [&](size_t o, size_t len) {
-      ReduceInto(target + o, incoming + o, static_cast<int64_t>(len / esize),
-                 dtype, op);
+      ReduceOfScaled(target + o, nullptr, target + o, incoming + o,
+                     static_cast<int64_t>(len / esize), dtype, op, factor);
     };
     HVD_RETURN_IF_ERROR(comm.SendRecv(
         right, base + off[send_block] * esize, counts[send_block] * esize, left,
@@ -73,11 +82,12 @@ Status RingReduceScatter(Communicator& comm, void* buf,
 }
 
 Status RingAllreduce(Communicator& comm, void* buf, int64_t count,
-                     DataType dtype, ReduceOp op) {
+                     DataType dtype, ReduceOp op, double postscale) {
   const int n = comm.size();
   std::vector<int64_t> counts(n, count / n);
   for (int i = 0; i < count % n; ++i) counts[i] += 1;
-  HVD_RETURN_IF_ERROR(RingReduceScatter(comm, buf, counts, dtype, op));
+  HVD_RETURN_IF_ERROR(
+      RingReduceScatter(comm, buf, counts, dtype, op, postscale));
   std::vector<int64_t> bytes(n);
   for (int i = 0; i < n; ++i) bytes[i] = counts[i] * DataTypeSize(dtype);
   std::vector<int64_t> off = Offsets(bytes);

@@ -18,20 +18,23 @@ namespace horovod {
 // is the total.
 std::vector<int64_t> Offsets(const std::vector<int64_t>& sizes);
 
-// In place over `count` elements. op: Sum, Min, Max or Product. Picks
-// recursive doubling below config().small_allreduce_bytes, else the ring.
+// In place over `count` elements. op: Sum, Min, Max or Product; the result
+// is multiplied by `postscale` (Average's 1/size). Picks recursive
+// doubling below config().small_allreduce_bytes, else the ring, which
+// scales each block in its last reduction instead of in a pass of its own.
 Status Allreduce(Communicator& comm, void* buf, int64_t count, DataType dtype,
-                 ReduceOp op);
+                 ReduceOp op, double postscale = 1.0);
 Status RingAllreduce(Communicator& comm, void* buf, int64_t count,
-                     DataType dtype, ReduceOp op);
+                     DataType dtype, ReduceOp op, double postscale = 1.0);
 Status RecursiveDoublingAllreduce(Communicator& comm, void* buf, int64_t count,
                                   DataType dtype, ReduceOp op);
 
 // Reduce-scatter in place: afterwards member i holds the full reduction of
-// block i (elements [offsets[i], offsets[i] + counts[i])) within `buf`.
+// block i (elements [offsets[i], offsets[i] + counts[i])) within `buf`,
+// multiplied by `postscale`.
 Status RingReduceScatter(Communicator& comm, void* buf,
                          const std::vector<int64_t>& counts, DataType dtype,
-                         ReduceOp op);
+                         ReduceOp op, double postscale = 1.0);
 
 // Member i contributes bytes[i] bytes; `recv` receives all contributions
 // concatenated in member order. Our contribution is read from `send` (which

@@ -69,10 +69,12 @@ Status HierarchicalGroup::Allreduce(const Piece* pieces, size_t n,
                                     const PhaseFn* on_phase) {
   if (!hierarchy_.reductions)
     return flat_->Allreduce(pieces, n, args, on_phase);
-  return AllreducePacked(pieces, n, args, fusion_, on_phase,
-                         [&](char* buf, int64_t count) {
-                           return HostsAllreduce(buf, count, args, on_phase);
-                         });
+  return AllreducePacked(
+      pieces, n, args, fusion_, on_phase, [&](char* buf, int64_t count) {
+        HVD_RETURN_IF_ERROR(HostsAllreduce(buf, count, args, on_phase));
+        ScaleBuffer(buf, count, args.dtype, args.postscale);
+        return Status::OK();
+      });
 }
 
 void HierarchicalGroup::Stripes(int64_t count, size_t esize) {

@@ -46,8 +46,9 @@ Status ShmCollectiveGroup::Allreduce(const Piece* pieces, size_t n,
     return AllreducePacked(
         pieces, n, args, fusion_, on_phase, [&](char* buf, int64_t count) {
           report();
-          return ShmAllreduce(*shm_, buf, count, args.dtype, args.op,
-                              config_.small_allreduce_bytes);
+          const Piece whole{buf, 0, count};
+          return ShmAllreduce(*shm_, &whole, 1, args.dtype, args.op,
+                              config_.small_allreduce_bytes, args.postscale);
         });
   const Piece* run = pieces;
   if (args.prescale != 1.0) {

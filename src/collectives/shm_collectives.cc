@@ -157,12 +157,6 @@ Status BlockRounds(ShmGroup& g, const Run& run,
 
 }  // namespace
 
-Status ShmAllreduce(ShmGroup& g, void* buf, int64_t count, DataType dtype,
-                    ReduceOp op, int64_t small_bytes) {
-  const Piece whole{buf, 0, count};
-  return ShmAllreduce(g, &whole, 1, dtype, op, small_bytes);
-}
-
 Status ShmAllreduce(ShmGroup& g, const Piece* pieces, size_t np, DataType dtype,
                     ReduceOp op, int64_t small_bytes, double postscale) {
   const Run run(pieces, np, DataTypeSize(dtype));

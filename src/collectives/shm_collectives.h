@@ -15,16 +15,14 @@
 
 namespace horovod {
 
-// In place. Below `small_bytes` every member reduces the whole vector from
-// every region (one barrier: latency-optimal); otherwise member i reduces
-// block i straight from the peers' regions and the others copy it (each
-// byte crosses once: bandwidth-optimal).
-Status ShmAllreduce(ShmGroup& g, void* buf, int64_t count, DataType dtype,
-                    ReduceOp op, int64_t small_bytes);
-// The same over a run of `n` pieces, each read and written where it lies:
+// In place over a run of `n` pieces, each read and written where it lies:
 // fused tensors need no fusion buffer (and no copies into and out of one).
-// The result is multiplied by `postscale` (Average's 1/size), by each
-// block's owner while the block is still in cache.
+// Below `small_bytes` every member reduces the whole vector from every
+// region (one barrier: latency-optimal); otherwise member i reduces block i
+// straight from the peers' regions and the others copy it (each byte
+// crosses once: bandwidth-optimal). The result is multiplied by
+// `postscale` (Average's 1/size), by each block's owner while the block is
+// still in cache.
 Status ShmAllreduce(ShmGroup& g, const Piece* pieces, size_t n, DataType dtype,
                     ReduceOp op, int64_t small_bytes, double postscale = 1.0);
 

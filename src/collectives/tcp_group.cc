@@ -18,7 +18,8 @@ Status TcpGroup::Allreduce(const Piece* pieces, size_t n,
   return AllreducePacked(
       pieces, n, args, fusion_, on_phase, [&](char* buf, int64_t count) {
         if (on_phase != nullptr) (*on_phase)(kind(), "ALLREDUCE");
-        return horovod::Allreduce(comm_, buf, count, args.dtype, args.op);
+        return horovod::Allreduce(comm_, buf, count, args.dtype, args.op,
+                                  args.postscale);
       });
 }
 

@@ -350,10 +350,12 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
     // combination needs each tensor's whole vectors, not shared pieces.
     TcpGroup& p2p = *plan.p2p;
     st = AllreducePacked(pieces_.data(), n, args, &fusion_buffer_, &phase,
-                         [&](char* buf, int64_t) {
+                         [&](char* buf, int64_t count) {
                            Phase(r, p2p.kind(), "ADASUM");
-                           return AdasumAllreduce(p2p.comm(), buf, counts_,
-                                                  r.dtype);
+                           HVD_RETURN_IF_ERROR(AdasumAllreduce(
+                               p2p.comm(), buf, counts_, r.dtype));
+                           ScaleBuffer(buf, count, r.dtype, args.postscale);
+                           return Status::OK();
                          });
   } else {
     st = plan.group->Allreduce(pieces_.data(), n, args, &phase);

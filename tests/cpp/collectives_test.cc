@@ -127,6 +127,47 @@ TEST_P(Collectives, AllreduceEveryDtypeOpAndWorldSize) {
           for (Algo fn : Algos()) CheckAllreduce(fn, n, count, t, op);
 }
 
+// Average's postscale, applied by the algorithm itself (the ring in its
+// last reduction of each block, the small path after it, shared memory by
+// each block's owner): the bits of a reduction followed by a scaling.
+TEST_P(Collectives, AllreduceAppliesThePostscale) {
+  for (int n : {1, 2, 3})
+    for (DataType t :
+         {DataType::kFloat32, DataType::kInt32, DataType::kFloat16})
+      for (int64_t count : {1, 7, 5000}) {
+        std::vector<char> want = Fill(t, count, 0, false);
+        for (int r = 1; r < n; ++r) {
+          std::vector<char> in = Fill(t, count, r, false);
+          ReduceInto(want.data(), in.data(), count, t, ReduceOp::kSum);
+        }
+        ScaleBuffer(want.data(), count, t, 1.0 / 3);
+        for (int way = 0; way < 3; ++way) {
+          if (g_backend == Backend::kShm && way > 0) break;
+          std::vector<std::vector<char>> got(n);
+          RunRanks(n, [&](CollectiveGroup& g, Communicator& c) {
+            std::vector<char>& mine = got[c.rank()];
+            mine = Fill(t, count, c.rank(), false);
+            const Piece whole{mine.data(), 0, count};
+            Status st;
+            if (way == 0)
+              st = g.Allreduce(&whole, 1,
+                               ReduceArgs{t, ReduceOp::kSum, 1.0, 1.0 / 3},
+                               nullptr);
+            else if (way == 1)
+              st = RingAllreduce(c, mine.data(), count, t, ReduceOp::kSum,
+                                 1.0 / 3);
+            else
+              st = Allreduce(c, mine.data(), count, t, ReduceOp::kSum, 1.0 / 3);
+            ASSERT_TRUE(st.ok()) << st.message();
+          });
+          for (int r = 0; r < n; ++r)
+            ASSERT_EQ(got[r], want)
+                << "rank " << r << " n=" << n << " count=" << count
+                << " dtype=" << DataTypeName(t) << " way " << way;
+        }
+      }
+}
+
 TEST_P(Collectives, AllreduceChunkBoundariesAndLargeCounts) {
   const int64_t per_chunk = kChunkBytes / 4;
   for (int n : {2, 3, 5, 8})
