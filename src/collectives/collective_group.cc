@@ -7,9 +7,9 @@
 namespace horovod {
 
 Status CollectiveGroup::Allreduce(void* buf, int64_t count, DataType dtype,
-                                  ReduceOp op) {
+                                  ReduceOp op, double postscale) {
   const Piece whole{buf, 0, count};
-  return Allreduce(&whole, 1, ReduceArgs{dtype, op});
+  return Allreduce(&whole, 1, ReduceArgs{dtype, op, 1.0, postscale});
 }
 
 PackedRun::PackedRun(const Piece* pieces, size_t n, DataType dtype,

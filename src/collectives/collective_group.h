@@ -77,8 +77,10 @@ class CollectiveGroup {
   virtual Status Allreduce(const Piece* pieces, size_t n,
                            const ReduceArgs& args,
                            const PhaseFn* on_phase = nullptr) = 0;
-  // In place over `count` elements at `buf`, unscaled.
-  Status Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op);
+  // In place over `count` elements at `buf`, the result multiplied by
+  // `postscale`.
+  Status Allreduce(void* buf, int64_t count, DataType dtype, ReduceOp op,
+                   double postscale = 1.0);
 
   // In place: afterwards member i holds the reduction of its block
   // (elements [offsets[i], offsets[i] + counts[i]) of `buf`).

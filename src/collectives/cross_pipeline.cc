@@ -18,16 +18,16 @@ CrossPipeline::~CrossPipeline() {
 }
 
 void CrossPipeline::Submit(char* buf, int64_t count, DataType dtype,
-                           ReduceOp op) {
+                           ReduceOp op, double postscale) {
   ++outstanding_;
   if (!threaded_) {
-    done_.push_back(cross_->Allreduce(buf, count, dtype, op));
+    done_.push_back(cross_->Allreduce(buf, count, dtype, op, postscale));
     return;
   }
   if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
   {
     std::lock_guard<std::mutex> lock(mu_);
-    jobs_.push_back(Job{buf, count, dtype, op});
+    jobs_.push_back(Job{buf, count, dtype, op, postscale});
   }
   cv_.notify_all();
 }
@@ -61,7 +61,8 @@ void CrossPipeline::Run() {
     const Job job = jobs_.front();
     jobs_.pop_front();
     lock.unlock();
-    Status st = cross_->Allreduce(job.buf, job.count, job.dtype, job.op);
+    Status st =
+        cross_->Allreduce(job.buf, job.count, job.dtype, job.op, job.postscale);
     lock.lock();
     done_.push_back(std::move(st));
     cv_.notify_all();

@@ -33,8 +33,9 @@ class CrossPipeline {
   CrossPipeline& operator=(const CrossPipeline&) = delete;
 
   // Queues an in-place allreduce of `count` elements at `buf` across the
-  // leaders.
-  void Submit(char* buf, int64_t count, DataType dtype, ReduceOp op);
+  // leaders, the result multiplied by `postscale`.
+  void Submit(char* buf, int64_t count, DataType dtype, ReduceOp op,
+              double postscale = 1.0);
   // The status of the oldest submitted allreduce not yet collected, once it
   // is done. Bounded by the group's own deadlines (the transport's
   // operation timeout, or its abort).
@@ -49,6 +50,7 @@ class CrossPipeline {
     int64_t count;
     DataType dtype;
     ReduceOp op;
+    double postscale;
   };
   void Run();
 

@@ -69,12 +69,10 @@ Status HierarchicalGroup::Allreduce(const Piece* pieces, size_t n,
                                     const PhaseFn* on_phase) {
   if (!hierarchy_.reductions)
     return flat_->Allreduce(pieces, n, args, on_phase);
-  return AllreducePacked(
-      pieces, n, args, fusion_, on_phase, [&](char* buf, int64_t count) {
-        HVD_RETURN_IF_ERROR(HostsAllreduce(buf, count, args, on_phase));
-        ScaleBuffer(buf, count, args.dtype, args.postscale);
-        return Status::OK();
-      });
+  return AllreducePacked(pieces, n, args, fusion_, on_phase,
+                         [&](char* buf, int64_t count) {
+                           return HostsAllreduce(buf, count, args, on_phase);
+                         });
 }
 
 void HierarchicalGroup::Stripes(int64_t count, size_t esize) {
@@ -153,10 +151,12 @@ Status HierarchicalGroup::HostsAllreduce(char* buf, int64_t count,
         int64_t c;
         part(s, &p, &c);
         if (s == 0) phase(*across, "CROSS_ALLREDUCE");
+        // The cross-host ring scales what it carries in its last
+        // reduction; the host's last phase hands the scaled result out.
         if (pipelined)
-          pipeline_->Submit(p, c, args.dtype, args.op);
+          pipeline_->Submit(p, c, args.dtype, args.op, args.postscale);
         else
-          st = across->Allreduce(p, c, args.dtype, args.op);
+          st = across->Allreduce(p, c, args.dtype, args.op, args.postscale);
         if (!st.ok()) break;
       }
     }

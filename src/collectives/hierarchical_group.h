@@ -2,9 +2,10 @@
 // each works within every host (shared memory when the host's ranks share
 // it), between one leader per host (TCP), and within every host again, so
 // that only the leaders send across hosts. Allreduce: reduce within the
-// host, allreduce between leaders, broadcast within the host (each leader
-// sends 2(h-1)/h of the data for h hosts, instead of every rank of a flat
-// ring sending 2(n-1)/n over the network). Broadcast: within the root's
+// host, allreduce between leaders (which also applies the postscale),
+// broadcast within the host (each leader sends 2(h-1)/h of the data for h
+// hosts, instead of every rank of a flat ring sending 2(n-1)/n over the
+// network). Broadcast: within the root's
 // host, between leaders, within every other host. Allgather: within each
 // host, between leaders (whole hosts' blocks), then the whole result
 // within each host. Reducescatter: reduce within the host, reducescatter

@@ -106,11 +106,12 @@ bool Even(const std::vector<std::string>& hosts) {
 }
 
 void Check(const Case& c, int64_t count, DataType t, ReduceOp op,
-           Hierarchy hierarchy = Hierarchy()) {
+           Hierarchy hierarchy = Hierarchy(), double postscale = 1.0) {
   const int n = static_cast<int>(c.hosts.size());
   std::vector<char> want = Fill(t, count, 0, true);
   for (int r = 1; r < n; ++r)
     ReduceInto(want.data(), Fill(t, count, r, true).data(), count, t, op);
+  ScaleBuffer(want.data(), count, t, postscale);
   std::vector<std::vector<char>> got(n);
   std::vector<std::vector<std::string>> phases(n);
   RunLoopbackRanks(n, [&](LoopbackTransport& tr, const std::vector<int>& all) {
@@ -127,7 +128,9 @@ void Check(const Case& c, int64_t count, DataType t, ReduceOp op,
     };
     const Piece whole{got[r].data(), 0, count};
     ASSERT_TRUE(
-        g.group->Allreduce(&whole, 1, ReduceArgs{t, op}, &on_phase).ok());
+        g.group
+            ->Allreduce(&whole, 1, ReduceArgs{t, op, 1.0, postscale}, &on_phase)
+            .ok());
   });
   for (int r = 0; r < n; ++r) {
     ASSERT_EQ(got[r], want) << "rank " << r << " n=" << n << " count=" << count
@@ -184,6 +187,19 @@ TEST(HierarchicalAllreduce, OneLeaderPerEvenHostWhenStripesAreOff) {
     for (DataType t : {DataType::kInt32, DataType::kFloat16})
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax})
         for (int64_t count : {1, 3001}) Check(c, count, t, op, one_leader);
+}
+
+// Average's postscale, applied once: by the cross-host step to what it
+// carries (each stripe, or the leader's whole run), in one segment or
+// pipelined in several, whatever the hosts' shapes.
+TEST(HierarchicalAllreduce, ThePostscaleIsAppliedOnce) {
+  const int64_t from = HierarchicalGroup::kSegmentedFrom / 4;
+  for (const Case& c : kCases)
+    for (bool striped : {true, false})
+      for (DataType t : {DataType::kInt32, DataType::kFloat32})
+        for (int64_t count : {int64_t{1}, int64_t{3001}, from + 13})
+          Check(c, count, t, ReduceOp::kSum,
+                Hierarchy{true, true, true, striped}, 0.25);
 }
 
 // From HierarchicalGroup::kSegmentedFrom bytes the run goes in pipelined
