@@ -172,11 +172,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return handle, (compressed, ctx)
 
     def _group_allreduce_async(self, gi):
-        self._allreduce_together(self._groups[gi])
-
-    def _allreduce_together(self, params):
-        """One grouped allreduce of the gradients of `params` (one dtype and
-        device, in the same order on every rank)."""
+        params = self._groups[gi]
         grads = []
         ctxs = []
         for p in params:
@@ -224,32 +220,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._handles[q] = (_DEFERRED, None)
 
     def _start_deferred(self):
-        """Starts what the hooks deferred to step(): the explicit groups as
-        they are, and every other gradient in one group per dtype and
-        device. Those groups hold every such parameter, in name order,
-        whichever hooks fired (a gradient that never came is zeros, as
-        below), so every rank submits the same ones, and the engine runs
-        each as one collective instead of in pieces as the submissions
-        reach it."""
-        if self._overlap:
-            return
+        """Starts what the hooks deferred to step(), each under the name
+        its hook would have started it with: ranks that decide differently
+        whether to overlap (an elastic job grown from one host to two, say)
+        still submit the same collectives."""
         deferred, self._deferred = self._deferred, []
         for item in deferred:
             if isinstance(item, int):
                 self._group_allreduce_async(item)
-        together = {}
-        for p in self._allreduce_delay:  # name order
-            if p not in self._requires_update or p in self._group_of:
-                continue
-            if p.grad is not None and p.grad.is_sparse:
-                if not self.sparse_as_dense:
-                    self._handles[p] = self._allreduce_grad_async(p)
-                    continue
-                p.grad = p.grad.to_dense()
-            key = (p.dtype if p.grad is None else p.grad.dtype, p.device)
-            together.setdefault(key, []).append(p)
-        for params in together.values():
-            self._allreduce_together(params)
+            else:
+                self._handles[item] = self._allreduce_grad_async(item)
 
     def synchronize(self):
         """Waits for every gradient's allreduce (starting those whose hooks
