@@ -186,20 +186,6 @@ void ScaleWith(void* buf, int64_t n, Scale scale) {
   for (int64_t i = 0; i < n; ++i) p[i] = scale(p[i]);
 }
 
-}  // namespace
-
-void ReduceInto(void* dst, const void* src, int64_t count, DataType dtype,
-                ReduceOp op) {
-  ReduceOf(dst, dst, src, count, dtype, op);
-}
-
-void ReduceOf(void* dst, const void* a, const void* b, int64_t count,
-              DataType dtype, ReduceOp op) {
-  ReduceOfScaled(dst, nullptr, a, b, count, dtype, op, 1.0);
-}
-
-namespace {
-
 // ReduceOfScaled without the copy.
 void ReduceScaled(void* dst, const void* a, const void* b, int64_t count,
                   DataType dtype, ReduceOp op, double factor) {
@@ -283,6 +269,16 @@ void ReduceOfScaled(void* dst, void* copy, const void* a, const void* b,
     std::memcpy(static_cast<char*>(copy) + at, d,
                 static_cast<size_t>(k) * esize);
   }
+}
+
+void ReduceInto(void* dst, const void* src, int64_t count, DataType dtype,
+                ReduceOp op) {
+  ReduceOf(dst, dst, src, count, dtype, op);
+}
+
+void ReduceOf(void* dst, const void* a, const void* b, int64_t count,
+              DataType dtype, ReduceOp op) {
+  ReduceOfScaled(dst, nullptr, a, b, count, dtype, op, 1.0);
 }
 
 void ScaleBuffer(void* buf, int64_t count, DataType dtype, double factor) {

@@ -92,13 +92,21 @@ std::vector<Algo> Algos(bool with_recursive_doubling = true) {
   return {Algo::kGroup, Algo::kRing, Algo::kRecursiveDoubling};
 }
 
-void CheckAllreduce(Algo fn, int n, int64_t count, DataType t, ReduceOp op) {
-  bool tiny = op == ReduceOp::kProduct;
+// What n ranks' Fill operands reduce to, scaled by `postscale`.
+std::vector<char> Reduced(int n, int64_t count, DataType t, ReduceOp op,
+                          bool tiny, double postscale = 1.0) {
   std::vector<char> want = Fill(t, count, 0, tiny);
   for (int r = 1; r < n; ++r) {
     std::vector<char> in = Fill(t, count, r, tiny);
     ReduceInto(want.data(), in.data(), count, t, op);
   }
+  ScaleBuffer(want.data(), count, t, postscale);
+  return want;
+}
+
+void CheckAllreduce(Algo fn, int n, int64_t count, DataType t, ReduceOp op) {
+  bool tiny = op == ReduceOp::kProduct;
+  const std::vector<char> want = Reduced(n, count, t, op, tiny);
   std::vector<std::vector<char>> got(n);
   RunRanks(n, [&](CollectiveGroup& g, Communicator& c) {
     got[c.rank()] = Fill(t, count, c.rank(), tiny);
@@ -135,12 +143,8 @@ TEST_P(Collectives, AllreduceAppliesThePostscale) {
     for (DataType t :
          {DataType::kFloat32, DataType::kInt32, DataType::kFloat16})
       for (int64_t count : {1, 7, 5000}) {
-        std::vector<char> want = Fill(t, count, 0, false);
-        for (int r = 1; r < n; ++r) {
-          std::vector<char> in = Fill(t, count, r, false);
-          ReduceInto(want.data(), in.data(), count, t, ReduceOp::kSum);
-        }
-        ScaleBuffer(want.data(), count, t, 1.0 / 3);
+        const std::vector<char> want =
+            Reduced(n, count, t, ReduceOp::kSum, false, 1.0 / 3);
         for (int way = 0; way < 3; ++way) {
           if (g_backend == Backend::kShm && way > 0) break;
           std::vector<std::vector<char>> got(n);
