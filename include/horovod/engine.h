@@ -44,8 +44,13 @@ struct HandleState;
 class Handle {
  public:
   Handle() = default;
-  explicit Handle(std::shared_ptr<HandleState> state)
-      : state_(std::move(state)) {}
+  // A new reference to `state` (counted by the state itself: the engine
+  // reuses a state once no handle refers to it).
+  explicit Handle(HandleState* state);
+  Handle(const Handle& o);
+  Handle(Handle&& o) noexcept;
+  Handle& operator=(Handle o) noexcept;
+  ~Handle();
 
   bool valid() const { return state_ != nullptr; }
   // True once the operation finished (successfully or not).
@@ -67,7 +72,7 @@ class Handle {
   DataType dtype() const;
 
  private:
-  std::shared_ptr<HandleState> state_;
+  HandleState* state_ = nullptr;
 };
 
 struct CollectiveArgs {

@@ -87,10 +87,7 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
     if (!drive.owns_lock()) {
       // The loop thread lets go at the end of its step; another waiter
       // once its own handle is done, and it may complete ours meanwhile.
-      {
-        std::unique_lock<std::mutex> lock(h.mu);
-        h.cv.wait_for(lock, kDriveRetry, [&h] { return h.done; });
-      }
+      h.Sleep(Clock::now() + kDriveRetry);
       t = Clock::now();
       continue;
     }

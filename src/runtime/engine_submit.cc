@@ -88,12 +88,8 @@ Status EngineImpl::Enqueue(OpType op, const TensorView* tensors, size_t n,
     e.tensor.dtype = tensors[i].dtype;
     e.tensor.device = tensors[i].device;
     e.tensor.input = tensors[i].input;
-    e.handle = std::make_shared<HandleState>();
-    e.handle->gate = gate_;
-    e.handle->dtype = tensors[i].dtype;
-    handles[i] = Handle(e.handle);
   }
-  return queue_.Add(entries, n);
+  return queue_.Add(entries, n, handles);
 }
 
 Status EngineImpl::EnqueueControl(Request request, Handle* handle) {
@@ -102,10 +98,7 @@ Status EngineImpl::EnqueueControl(Request request, Handle* handle) {
   e.request = std::move(request);
   e.request.rank = job_.rank;
   e.request.dtype = DataType::kUInt8;
-  e.handle = std::make_shared<HandleState>();
-  e.handle->gate = gate_;
-  *handle = Handle(e.handle);
-  return queue_.Add(&e, 1);
+  return queue_.Add(&e, 1, handle);
 }
 
 std::string EngineImpl::AutoName(OpType op) {

@@ -75,6 +75,7 @@ Status EngineImpl::Start() {
       [this](const HandleState& h, bool begin, DriveGate::TimePoint now) {
         OnWait(h, begin, now);
       });
+  queue_.SetGate(gate_);
   thread_ = std::thread([this] { Loop(); });
   return Status::OK();
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "runtime/handle_state.h"
 
@@ -17,18 +18,25 @@ Buffer::Buffer(size_t bytes) : size_(bytes) {
 
 Buffer::~Buffer() { free(data_); }
 
+Handle::Handle(HandleState* state) : state_(state) {
+  if (state_ != nullptr) state_->Ref();
+}
+Handle::Handle(const Handle& o) : Handle(o.state_) {}
+Handle::Handle(Handle&& o) noexcept : state_(o.state_) { o.state_ = nullptr; }
+Handle& Handle::operator=(Handle o) noexcept {
+  std::swap(state_, o.state_);
+  return *this;
+}
+Handle::~Handle() {
+  if (state_ != nullptr) state_->Unref();
+}
+
 bool Handle::Poll() const { return state_->Done(); }
 
 namespace {
 
-Status Sleep(HandleState& h, std::chrono::steady_clock::time_point until,
-             bool forever) {
-  std::unique_lock<std::mutex> lock(h.mu);
-  if (forever) {
-    h.cv.wait(lock, [&] { return h.done; });
-  } else if (!h.cv.wait_until(lock, until, [&] { return h.done; })) {
-    return Status::Timeout("operation still in progress");
-  }
+Status Sleep(HandleState& h, std::chrono::steady_clock::time_point until) {
+  if (!h.Sleep(until)) return Status::Timeout("operation still in progress");
   return h.status;
 }
 
@@ -44,14 +52,14 @@ Status Handle::Wait(double timeout_s) const {
       timeout_s < 0 ? SteadyClock::time_point::max()
                     : start + std::chrono::duration_cast<SteadyClock::duration>(
                                   std::chrono::duration<double>(timeout_s));
-  if (state_->gate == nullptr) return Sleep(*state_, until, timeout_s < 0);
+  if (state_->gate == nullptr) return Sleep(*state_, until);
   // The engine reports what this rank's threads are blocked on to rank 0,
   // from the start of the wait until its end, however it ends.
   DriveGate& gate = *state_->gate;
   gate.Waiting(*state_, true, start);
   SteadyClock::time_point end;
   const bool driven = gate.Drive(*state_, start, until, &end) && Poll();
-  Status st = driven ? state_->status : Sleep(*state_, until, timeout_s < 0);
+  Status st = driven ? state_->status : Sleep(*state_, until);
   if (!driven) end = SteadyClock::now();
   gate.Waiting(*state_, false, end);
   gate.AddWaitTime(end - start);

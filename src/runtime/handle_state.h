@@ -1,12 +1,19 @@
-// HandleState: the shared completion record behind a Handle. Written once by
+// HandleState: the completion record behind a Handle, and HandleRef, the
+// engine's counted reference to one. Written once per submission by
 // whichever thread drives the engine's loop (Complete), read by any number
 // of waiting threads. Thread-safe.
+//
+// The count is intrusive, so the queue can tell when only its own record
+// still refers to a state (Unshared) and reuse it for the name's next
+// submission: a training step then allocates no state, constructs no lock
+// and touches no count shared by all handles.
 #ifndef HOROVOD_RUNTIME_HANDLE_STATE_H_
 #define HOROVOD_RUNTIME_HANDLE_STATE_H_
 
 #include <horovod/engine.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -16,11 +23,8 @@
 namespace horovod {
 
 struct HandleState {
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;  // under mu, for cv's waiters
   // `done`, readable without the lock: a driving waiter checks it after
-  // every loop step. Set (release) after everything Complete publishes.
+  // every loop step. Set after everything Complete publishes.
   std::atomic<bool> finished{false};
   Status status;
   // Set by the background loop before Complete; read only after done.
@@ -36,16 +40,91 @@ struct HandleState {
 
   bool Done() const { return finished.load(std::memory_order_acquire); }
 
+  // The first call wins; later ones (a failure racing a completion) are
+  // ignored. Takes the lock only when a thread sleeps on this state.
   void Complete(Status s) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (done) return;
-      status = std::move(s);
-      done = true;
-      finished.store(true, std::memory_order_release);
-    }
-    cv.notify_all();
+    if (completing_.exchange(true, std::memory_order_acq_rel)) return;
+    status = std::move(s);
+    // Sequentially consistent, as Sleep's count: either Sleep sees the
+    // flag, or this sees the sleeper and wakes it.
+    finished.store(true);
+    if (sleepers_.load() == 0) return;
+    { std::lock_guard<std::mutex> lock(mu_); }
+    cv_.notify_all();
   }
+
+  // Blocks until done or `until`; true when done.
+  bool Sleep(std::chrono::steady_clock::time_point until) {
+    std::unique_lock<std::mutex> lock(mu_);
+    sleepers_.fetch_add(1);
+    auto done = [this] { return finished.load(); };
+    if (until == std::chrono::steady_clock::time_point::max())
+      cv_.wait(lock, done);
+    else
+      cv_.wait_until(lock, until, done);
+    sleepers_.fetch_sub(1);
+    return done();
+  }
+
+  // Counted references (HandleRef, Handle).
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  // True when the caller's reference is the only one: no handle or waiter
+  // can read this state, so Reset may rewrite it. Acquire: whatever the
+  // last other holder did before letting go is over.
+  bool Unshared() const { return refs_.load(std::memory_order_acquire) == 1; }
+  // Back to a fresh submission's state, keeping the lock, the gate and the
+  // vectors' capacity. Only while Unshared.
+  void Reset(DataType type) {
+    completing_.store(false, std::memory_order_relaxed);
+    finished.store(false, std::memory_order_relaxed);
+    status = Status::OK();
+    output.reset();
+    output_shape.clear();
+    received_splits.clear();
+    int_result = -1;
+    dtype = type;
+  }
+
+ private:
+  std::atomic<int> refs_{0};
+  std::atomic<bool> completing_{false};
+  std::atomic<int> sleepers_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+// A counted reference to a HandleState, as the engine holds them (queue
+// records, entries being executed). Not thread-safe itself; the state is.
+class HandleRef {
+ public:
+  HandleRef() = default;
+  // A new state, referred to by this reference only.
+  static HandleRef Make() { return HandleRef(new HandleState()); }
+  HandleRef(const HandleRef& o) : HandleRef(o.p_) {}
+  HandleRef(HandleRef&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  HandleRef& operator=(HandleRef o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~HandleRef() { reset(); }
+
+  void reset() {
+    if (p_ != nullptr) p_->Unref();
+    p_ = nullptr;
+  }
+  HandleState* get() const { return p_; }
+  HandleState* operator->() const { return p_; }
+  HandleState& operator*() const { return *p_; }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  explicit HandleRef(HandleState* p) : p_(p) {
+    if (p_ != nullptr) p_->Ref();
+  }
+  HandleState* p_ = nullptr;
 };
 
 }  // namespace horovod

@@ -13,7 +13,7 @@ TensorQueue::~TensorQueue() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-Status TensorQueue::Add(TensorEntry* entries, size_t n) {
+Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
   if (n == 0) return Status::OK();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -22,7 +22,7 @@ Status TensorQueue::Add(TensorEntry* entries, size_t n) {
     // earlier in this batch) takes back what this call queued.
     added_.clear();
     for (size_t i = 0; i < n; ++i) {
-      TensorEntry& e = entries[i];
+      const TensorEntry& e = entries[i];
       const std::string& key =
           TensorKey(e.request.process_set, e.request.name, &key_);
       QueuedTensor* t = Predicted(key);
@@ -57,13 +57,15 @@ Status TensorQueue::Add(TensorEntry* entries, size_t n) {
         t->cache_slot = -1;
       t->entry.request = e.request;  // reuses the strings' capacity
       t->entry.tensor = e.tensor;
-      t->entry.handle = std::move(e.handle);
+      t->entry.handle = StateFor(t, e.request.dtype);
       t->state_ = QueuedTensor::State::kQueued;
       --idle_;
       ++queued_;
       added_.push_back(t);
     }
     pending_.store(true, std::memory_order_relaxed);
+    for (size_t i = 0; i < n; ++i)
+      handles[i] = Handle(added_[i]->entry.handle.get());
     for (QueuedTensor* t : added_)
       if (!t->listed_) {
         t->listed_ = true;
@@ -74,6 +76,25 @@ Status TensorQueue::Add(TensorEntry* entries, size_t n) {
   }
   Wake();
   return Status::OK();
+}
+
+HandleRef TensorQueue::StateFor(QueuedTensor* t, DataType dtype) {
+  HandleRef last = std::move(t->entry.handle);
+  HandleRef spare = std::move(t->spare_);
+  HandleRef fresh;
+  if (spare && spare->Unshared())
+    fresh = std::move(spare);
+  else if (last && last->Unshared())
+    fresh = std::move(last);
+  if (fresh) {
+    fresh->Reset(dtype);
+  } else {
+    fresh = HandleRef::Make();
+    fresh->gate = gate_;
+    fresh->dtype = dtype;
+  }
+  t->spare_ = last ? std::move(last) : std::move(spare);
+  return fresh;
 }
 
 void TensorQueue::Unqueue(QueuedTensor* t) {

@@ -37,7 +37,7 @@ struct TensorEntry {
   Request request;
   // Where the data lies; its shape is left empty (request.shape has it).
   TensorView tensor;
-  std::shared_ptr<HandleState> handle;
+  HandleRef handle;
 
   int64_t NumBytes() const { return TensorBytes(request.dtype, request.shape); }
 
@@ -75,6 +75,11 @@ class QueuedTensor {
   // (whose bucket and node the data moved since the last step has pushed
   // out of the caches).
   QueuedTensor* next_ = nullptr;
+  // The state this record's submission before the current one had, kept
+  // for reuse: a caller that keeps each handle until it resubmits the
+  // name (a vector of handles overwritten step by step) lets go of the
+  // last one only after the next Add.
+  HandleRef spare_;
 };
 
 class TensorQueue {
@@ -82,9 +87,12 @@ class TensorQueue {
   TensorQueue();
   ~TensorQueue();
 
-  // Takes entries[0, n) (their requests are copied, their handles moved);
-  // all-or-nothing: refuses every entry if any key is already in flight.
-  Status Add(TensorEntry* entries, size_t n);
+  // Takes entries[0, n) (their requests and views are copied; their
+  // `handle` is unused) and gives each a handle, handles[i]: a state its
+  // record's last submissions left that no handle refers to any more, or a
+  // new one. All-or-nothing: refuses every entry, and hands out no handle,
+  // if any key is already in flight.
+  Status Add(const TensorEntry* entries, size_t n, Handle* handles);
   // The records queued since the last call, in enqueue order. Swaps with
   // the vector passed in, which the next Adds fill (so its capacity is
   // reused instead of regrown every step).
@@ -123,6 +131,9 @@ class TensorQueue {
   // Replaces the eventfd as the way Wake reaches the loop. Set before the
   // loop starts.
   void SetWakeHook(std::function<void()> hook) { wake_hook_ = std::move(hook); }
+  // The gate new handle states lead their waiters to. Set before the first
+  // Add.
+  void SetGate(std::shared_ptr<DriveGate> gate) { gate_ = std::move(gate); }
   void Wake();
   void DrainWake();
 
@@ -138,6 +149,9 @@ class TensorQueue {
   // The record for `key` when it is the one added after the last one last
   // time and idle; else null (under mu_).
   QueuedTensor* Predicted(const std::string& key) const;
+  // A reset state for t's next submission, reused from t when one is free
+  // (under mu_).
+  HandleRef StateFor(QueuedTensor* t, DataType dtype);
   // Drops idle records that no list refers to, and dead orphans (under
   // mu_).
   void Sweep();
@@ -158,6 +172,7 @@ class TensorQueue {
   Status closed_;
   int wake_fd_;
   std::function<void()> wake_hook_;
+  std::shared_ptr<DriveGate> gate_;
 };
 
 }  // namespace horovod

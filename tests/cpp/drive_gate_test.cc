@@ -27,9 +27,9 @@ TEST(DriveGate, WaiterDrivesOnItsOwnThread) {
         return SteadyClock::now();
       },
       nullptr);
-  auto state = std::make_shared<HandleState>();
+  HandleRef state = HandleRef::Make();
   state->gate = gate;
-  Status st = Handle(state).Wait();
+  Status st = Handle(state.get()).Wait();
   EXPECT_EQ(driver, std::this_thread::get_id());
   EXPECT_EQ(st.code(), StatusCode::kMismatch);
   EXPECT_EQ(st.message(), "from the driver");
@@ -43,10 +43,10 @@ TEST(DriveGate, DoneHandleIsNotDriven) {
         return start;
       },
       nullptr);
-  auto state = std::make_shared<HandleState>();
+  HandleRef state = HandleRef::Make();
   state->gate = gate;
   state->Complete(Status::OK());
-  EXPECT_TRUE(Handle(state).Wait().ok());
+  EXPECT_TRUE(Handle(state.get()).Wait().ok());
   EXPECT_EQ(drives, 0);
 }
 
@@ -59,10 +59,10 @@ TEST(DriveGate, TimeoutHoldsWhileDriving) {
         return SteadyClock::now();
       },
       nullptr);
-  auto state = std::make_shared<HandleState>();
+  HandleRef state = HandleRef::Make();
   state->gate = gate;
   auto t0 = SteadyClock::now();
-  Status st = Handle(state).Wait(0.05);
+  Status st = Handle(state.get()).Wait(0.05);
   double waited =
       std::chrono::duration<double>(SteadyClock::now() - t0).count();
   EXPECT_EQ(st.code(), StatusCode::kTimeout);
@@ -79,13 +79,13 @@ TEST(DriveGate, ClosedGateFallsBackToWaiting) {
       },
       nullptr);
   gate->Close();
-  auto state = std::make_shared<HandleState>();
+  HandleRef state = HandleRef::Make();
   state->gate = gate;
   std::thread completer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     state->Complete(Status::OK());
   });
-  EXPECT_TRUE(Handle(state).Wait(10).ok());
+  EXPECT_TRUE(Handle(state.get()).Wait(10).ok());
   completer.join();
   EXPECT_EQ(drives.load(), 0);
   DriveGate::TimePoint end;
@@ -103,9 +103,9 @@ TEST(DriveGate, CloseWaitsForDriversInside) {
         return SteadyClock::now();
       },
       nullptr);
-  auto state = std::make_shared<HandleState>();
+  HandleRef state = HandleRef::Make();
   state->gate = gate;
-  std::thread waiter([&] { EXPECT_TRUE(Handle(state).Wait(10).ok()); });
+  std::thread waiter([&] { EXPECT_TRUE(Handle(state.get()).Wait(10).ok()); });
   while (!inside) std::this_thread::yield();
   std::thread closer([&] {
     gate->Close();
@@ -133,10 +133,10 @@ TEST(DriveGate, TheDriveSpansTheWaitFromItsStartToTheTimeItReturns) {
       [&](const HandleState&, bool, DriveGate::TimePoint now) {
         reported.push_back(now);
       });
-  auto state = std::make_shared<HandleState>();
+  HandleRef state = HandleRef::Make();
   state->gate = gate;
   const auto before = SteadyClock::now();
-  EXPECT_TRUE(Handle(state).Wait().ok());
+  EXPECT_TRUE(Handle(state.get()).Wait().ok());
   EXPECT_GE(seen_start, before);
   EXPECT_LE(seen_start, SteadyClock::now());
   ASSERT_EQ(reported.size(), 2u);
@@ -155,9 +155,9 @@ TEST(DriveGate, WaitsAreReportedFromStartToEnd) {
       [&](const HandleState& h, bool begin, DriveGate::TimePoint) {
         events.emplace_back(&h, begin);
       });
-  auto state = std::make_shared<HandleState>();
+  HandleRef state = HandleRef::Make();
   state->gate = gate;
-  EXPECT_EQ(Handle(state).Wait(0.01).code(), StatusCode::kTimeout);
+  EXPECT_EQ(Handle(state.get()).Wait(0.01).code(), StatusCode::kTimeout);
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0],
             std::make_pair(static_cast<const HandleState*>(state.get()), true));
@@ -168,7 +168,7 @@ TEST(DriveGate, WaitsAreReportedFromStartToEnd) {
   const auto now = SteadyClock::now();
   EXPECT_FALSE(gate->Drive(*state, now, now, &end));
   state->Complete(Status::OK());
-  EXPECT_TRUE(Handle(state).Wait().ok());  // done: nothing to report
+  EXPECT_TRUE(Handle(state.get()).Wait().ok());  // done: nothing to report
   EXPECT_EQ(events.size(), 2u);
   gate->Close();
 }

@@ -18,15 +18,13 @@ TensorEntry Entry(const std::string& name, std::vector<int64_t> shape = {4},
   e.request.name = name;
   e.request.shape = std::move(shape);
   e.tensor.data = data;
-  e.handle = std::make_shared<HandleState>();
   return e;
 }
 
 // Adds one entry; returns its handle.
-std::shared_ptr<HandleState> Add(TensorQueue& q, TensorEntry e,
-                                 Status* st = nullptr) {
-  auto h = e.handle;
-  Status s = q.Add(&e, 1);
+Handle Add(TensorQueue& q, TensorEntry e, Status* st = nullptr) {
+  Handle h;
+  Status s = q.Add(&e, 1, &h);
   if (st != nullptr)
     *st = s;
   else
@@ -44,7 +42,8 @@ TEST(TensorQueue, RefusesANameAlreadyQueuedAndTakesBackTheBatch) {
   TensorQueue q;
   Add(q, Entry("a"));
   TensorEntry batch[2] = {Entry("b"), Entry("a")};
-  Status st = q.Add(batch, 2);
+  Handle handles[2];
+  Status st = q.Add(batch, 2, handles);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("Duplicate tensor name 'a'"), std::string::npos)
       << st.message();
@@ -52,7 +51,8 @@ TEST(TensorQueue, RefusesANameAlreadyQueuedAndTakesBackTheBatch) {
   Add(q, Entry("b"));
   // A batch naming one tensor twice is refused whole too.
   TensorEntry twice[2] = {Entry("c"), Entry("c")};
-  EXPECT_FALSE(q.Add(twice, 2).ok());
+  EXPECT_FALSE(q.Add(twice, 2, handles).ok());
+  EXPECT_FALSE(handles[0].valid());  // none handed out
   Add(q, Entry("c"));
   std::vector<QueuedTensor*> fresh = New(q);
   ASSERT_EQ(fresh.size(), 3u);
@@ -118,8 +118,9 @@ TEST(TensorQueue, ClaimedRecordsRunInPlaceAndFreeTheirKeysOnRelease) {
   ASSERT_EQ(claimed.size(), 2u);
   ASSERT_NE(claimed[0], nullptr);
   EXPECT_EQ(claimed[0]->tensor.data, x);
-  EXPECT_EQ(claimed[0]->handle, hx);
   EXPECT_EQ(claimed[1]->tensor.data, y);
+  claimed[0]->handle->Complete(Status::OK());  // the runner finishes x
+  EXPECT_TRUE(hx.Poll());
   EXPECT_FALSE(q.Pending());
   // Claimed records are no longer queued: not taken by name, not failed.
   TensorEntry e;
@@ -130,6 +131,51 @@ TEST(TensorQueue, ClaimedRecordsRunInPlaceAndFreeTheirKeysOnRelease) {
   std::vector<QueuedTensor*> again = New(q);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0], fresh[0]);
+}
+
+// The state a claimed submission completes, found by the test as the loop
+// finds it; completed with `st` and released.
+HandleState* RunOneAndComplete(TensorQueue& q, const Status& st) {
+  std::vector<QueuedTensor*> fresh = New(q);
+  EXPECT_EQ(fresh.size(), 1u);
+  if (fresh.size() != 1) return nullptr;
+  std::vector<TensorEntry*> claimed;
+  q.Claim(fresh.data(), 1, &claimed);
+  HandleState* state = claimed[0]->handle.get();
+  claimed[0]->handle->Complete(st);
+  q.Release(fresh.data(), 1);
+  return state;
+}
+
+// A name's next submission reuses a state only once no handle refers to
+// it: a handle kept across resubmissions keeps its own result.
+TEST(TensorQueue, HandleStatesAreReusedOnlyOnceNoHandleHoldsThem) {
+  TensorQueue q;
+  float x[4];
+  Handle h1 = Add(q, Entry("g", {4}, x));
+  HandleState* s1 = RunOneAndComplete(q, Status::Mismatch("first"));
+  EXPECT_EQ(h1.status().message(), "first");
+  h1 = Handle();  // let go: the next submission may reuse its state
+
+  Handle h2 = Add(q, Entry("g", {4}, x));
+  EXPECT_FALSE(h2.Poll());  // reset for the new submission
+  EXPECT_EQ(RunOneAndComplete(q, Status::Mismatch("second")), s1);
+
+  // h2 is kept while the name is submitted again: a new state.
+  Handle h3 = Add(q, Entry("g", {4}, x));
+  HandleState* s3 = RunOneAndComplete(q, Status::Mismatch("third"));
+  EXPECT_NE(s3, s1);
+  ASSERT_TRUE(h2.Poll());
+  EXPECT_EQ(h2.status().message(), "second");
+  EXPECT_EQ(h3.status().message(), "third");
+
+  // A vector of handles overwritten step by step lets go of h2 only now;
+  // the record kept its state to reuse, while h3's stays untouched.
+  h2 = Handle();
+  Handle h4 = Add(q, Entry("g", {4}, x));
+  EXPECT_EQ(RunOneAndComplete(q, Status::OK()), s1);
+  EXPECT_TRUE(h4.status().ok());
+  EXPECT_EQ(h3.status().message(), "third");
 }
 
 TEST(TensorQueue, ANameResubmittedWhileItsCollectiveRunsGetsANewRecord) {
@@ -209,12 +255,12 @@ TEST(TensorQueue, FailAllFailsWhatIsQueuedAndRefusesMore) {
   std::vector<TensorEntry*> claimed;
   q.Claim(&fresh[1], 1, &claimed);  // b's collective is running
   q.FailAll(Status::Aborted("gone"));
-  ASSERT_TRUE(ha->Done());
-  EXPECT_EQ(ha->status.code(), StatusCode::kAborted);
-  EXPECT_NE(ha->status.message().find("allreduce 'a' failed: gone"),
+  ASSERT_TRUE(ha.Poll());
+  EXPECT_EQ(ha.status().code(), StatusCode::kAborted);
+  EXPECT_NE(ha.status().message().find("allreduce 'a' failed: gone"),
             std::string::npos)
-      << ha->status.message();
-  EXPECT_FALSE(hb->Done());  // its runner completes it
+      << ha.status().message();
+  EXPECT_FALSE(hb.Poll());  // its runner completes it
   // A claim after the failure finds nothing queued.
   q.Claim(&fresh[0], 1, &claimed);
   EXPECT_EQ(claimed[0], nullptr);
