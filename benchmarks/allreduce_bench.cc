@@ -105,11 +105,13 @@ class Bench {
   void Step(std::vector<std::vector<float>>& tensors,
             const std::vector<std::string>& names) {
     handles_.resize(tensors.size());
+    // As a caller that submits the same tensors every step would: one
+    // args whose name string keeps its capacity.
+    CollectiveArgs args;
     for (size_t i = 0; i < tensors.size(); ++i) {
       TensorView t{tensors[i].data(),
                    DataType::kFloat32,
                    {static_cast<int64_t>(tensors[i].size())}};
-      CollectiveArgs args;
       args.name = names[i];
       Check(e_->Allreduce(t, args, &handles_[i]), "allreduce");
     }

@@ -45,6 +45,9 @@ class ResponseCache {
   // marks the use, with no key to build or look up. False (nothing done)
   // when the slot holds something else; then Put.
   bool Refresh(uint32_t slot, const Response& r, size_t i);
+  // Refresh for a slot whose entry the caller took from this cache (Get)
+  // and that nothing replaced since: nothing to compare.
+  void Touch(uint32_t slot) { entries_[slot].last_use = ++clock_; }
   // Reconstructs the request a hit on `slot` stands for.
   Request ToRequest(uint32_t slot, int rank) const;
   static bool Cacheable(const Response& r);

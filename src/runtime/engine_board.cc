@@ -188,7 +188,7 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       executor_->ReduceCopies(
           c, claimed_[k], &result.payloads[k * result.members], result.members);
       if (timeline_.active()) timeline_.OpEnd(c.names[0]);
-      cache_.Refresh(slot, c, 0);
+      cache_.Touch(slot);
       continue;
     }
     const int64_t bytes = TensorBytes(c.dtype, c.shapes[0]);
@@ -232,9 +232,9 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
     st = executor_->AllreduceEntries(r, board_entries_[t].data());
     if (timeline_.active())
       for (const std::string& name : r.names) timeline_.OpEnd(name);
+    // Every tensor came from its slot's entry this round.
     if (st.ok())
-      for (size_t i = 0; i < r.names.size(); ++i)
-        cache_.Refresh(r.slots[i], r, i);
+      for (uint32_t slot : r.slots) cache_.Touch(slot);
   }
   queue_.Release(agreed_.data(), agreed_.size());
   if (!st.ok()) return RootCause(st);
