@@ -44,9 +44,10 @@ struct HandleState;
 class Handle {
  public:
   Handle() = default;
-  // A new reference to `state` (counted by the state itself: the engine
-  // reuses a state once no handle refers to it).
-  explicit Handle(HandleState* state);
+  // Adopts a reference to `state` counted for it (the state counts its
+  // references itself: the engine reuses a state once no handle refers to
+  // it).
+  explicit Handle(HandleState* state) : state_(state) {}
   Handle(const Handle& o);
   Handle(Handle&& o) noexcept;
   Handle& operator=(Handle o) noexcept;

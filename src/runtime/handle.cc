@@ -18,10 +18,9 @@ Buffer::Buffer(size_t bytes) : size_(bytes) {
 
 Buffer::~Buffer() { free(data_); }
 
-Handle::Handle(HandleState* state) : state_(state) {
+Handle::Handle(const Handle& o) : state_(o.state_) {
   if (state_ != nullptr) state_->Ref();
 }
-Handle::Handle(const Handle& o) : Handle(o.state_) {}
 Handle::Handle(Handle&& o) noexcept : state_(o.state_) { o.state_ = nullptr; }
 Handle& Handle::operator=(Handle o) noexcept {
   std::swap(state_, o.state_);

@@ -68,6 +68,9 @@ struct HandleState {
 
   // Counted references (HandleRef, Handle).
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // Ref while Unshared, when no other thread can reach this state: no
+  // atomic read-modify-write.
+  void RefUnshared() { refs_.store(2, std::memory_order_relaxed); }
   void Unref() {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
@@ -116,6 +119,11 @@ class HandleRef {
     p_ = nullptr;
   }
   HandleState* get() const { return p_; }
+  // A new counted reference, for a Handle to adopt.
+  HandleState* Share() const {
+    p_->Ref();
+    return p_;
+  }
   HandleState* operator->() const { return p_; }
   HandleState& operator*() const { return *p_; }
   explicit operator bool() const { return p_ != nullptr; }

@@ -23,10 +23,10 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
     added_.clear();
     for (size_t i = 0; i < n; ++i) {
       const TensorEntry& e = entries[i];
-      const std::string& key =
-          TensorKey(e.request.process_set, e.request.name, &key_);
-      QueuedTensor* t = Predicted(key);
+      QueuedTensor* t = Predicted(e.request);
       if (t == nullptr) {
+        const std::string& key =
+            TensorKey(e.request.process_set, e.request.name, &key_);
         auto it = records_.try_emplace(key);
         std::unique_ptr<QueuedTensor>& slot = it.first->second;
         if (it.second) {
@@ -64,8 +64,12 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
       added_.push_back(t);
     }
     pending_.store(true, std::memory_order_relaxed);
-    for (size_t i = 0; i < n; ++i)
-      handles[i] = Handle(added_[i]->entry.handle.get());
+    // The states are unshared until handed out (StateFor).
+    for (size_t i = 0; i < n; ++i) {
+      HandleState* state = added_[i]->entry.handle.get();
+      state->RefUnshared();
+      handles[i] = Handle(state);
+    }
     for (QueuedTensor* t : added_)
       if (!t->listed_) {
         t->listed_ = true;
@@ -104,10 +108,13 @@ void TensorQueue::Unqueue(QueuedTensor* t) {
   pending_.store(queued_ > 0, std::memory_order_relaxed);
 }
 
-QueuedTensor* TensorQueue::Predicted(const std::string& key) const {
+QueuedTensor* TensorQueue::Predicted(const Request& r) const {
   QueuedTensor* t = last_added_ != nullptr ? last_added_->next_ : nullptr;
+  // An idle record's request is its last submission's, of its key (or
+  // moved out by Take: then it matches nothing and the key is looked up).
   return t != nullptr && t->state_ == QueuedTensor::State::kIdle &&
-                 *t->key_ == key
+                 t->entry.request.process_set == r.process_set &&
+                 t->entry.request.name == r.name
              ? t
              : nullptr;
 }

@@ -146,9 +146,9 @@ class TensorQueue {
  private:
   // Queued -> idle (under mu_).
   void Unqueue(QueuedTensor* t);
-  // The record for `key` when it is the one added after the last one last
-  // time and idle; else null (under mu_).
-  QueuedTensor* Predicted(const std::string& key) const;
+  // The record for r's key when it is the one added after the last one
+  // last time and idle; else null (under mu_).
+  QueuedTensor* Predicted(const Request& r) const;
   // A reset state for t's next submission, reused from t when one is free
   // (under mu_).
   HandleRef StateFor(QueuedTensor* t, DataType dtype);

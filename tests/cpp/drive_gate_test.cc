@@ -29,7 +29,7 @@ TEST(DriveGate, WaiterDrivesOnItsOwnThread) {
       nullptr);
   HandleRef state = HandleRef::Make();
   state->gate = gate;
-  Status st = Handle(state.get()).Wait();
+  Status st = Handle(state.Share()).Wait();
   EXPECT_EQ(driver, std::this_thread::get_id());
   EXPECT_EQ(st.code(), StatusCode::kMismatch);
   EXPECT_EQ(st.message(), "from the driver");
@@ -46,7 +46,7 @@ TEST(DriveGate, DoneHandleIsNotDriven) {
   HandleRef state = HandleRef::Make();
   state->gate = gate;
   state->Complete(Status::OK());
-  EXPECT_TRUE(Handle(state.get()).Wait().ok());
+  EXPECT_TRUE(Handle(state.Share()).Wait().ok());
   EXPECT_EQ(drives, 0);
 }
 
@@ -62,7 +62,7 @@ TEST(DriveGate, TimeoutHoldsWhileDriving) {
   HandleRef state = HandleRef::Make();
   state->gate = gate;
   auto t0 = SteadyClock::now();
-  Status st = Handle(state.get()).Wait(0.05);
+  Status st = Handle(state.Share()).Wait(0.05);
   double waited =
       std::chrono::duration<double>(SteadyClock::now() - t0).count();
   EXPECT_EQ(st.code(), StatusCode::kTimeout);
@@ -85,7 +85,7 @@ TEST(DriveGate, ClosedGateFallsBackToWaiting) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     state->Complete(Status::OK());
   });
-  EXPECT_TRUE(Handle(state.get()).Wait(10).ok());
+  EXPECT_TRUE(Handle(state.Share()).Wait(10).ok());
   completer.join();
   EXPECT_EQ(drives.load(), 0);
   DriveGate::TimePoint end;
@@ -105,7 +105,7 @@ TEST(DriveGate, CloseWaitsForDriversInside) {
       nullptr);
   HandleRef state = HandleRef::Make();
   state->gate = gate;
-  std::thread waiter([&] { EXPECT_TRUE(Handle(state.get()).Wait(10).ok()); });
+  std::thread waiter([&] { EXPECT_TRUE(Handle(state.Share()).Wait(10).ok()); });
   while (!inside) std::this_thread::yield();
   std::thread closer([&] {
     gate->Close();
@@ -136,7 +136,7 @@ TEST(DriveGate, TheDriveSpansTheWaitFromItsStartToTheTimeItReturns) {
   HandleRef state = HandleRef::Make();
   state->gate = gate;
   const auto before = SteadyClock::now();
-  EXPECT_TRUE(Handle(state.get()).Wait().ok());
+  EXPECT_TRUE(Handle(state.Share()).Wait().ok());
   EXPECT_GE(seen_start, before);
   EXPECT_LE(seen_start, SteadyClock::now());
   ASSERT_EQ(reported.size(), 2u);
@@ -157,7 +157,7 @@ TEST(DriveGate, WaitsAreReportedFromStartToEnd) {
       });
   HandleRef state = HandleRef::Make();
   state->gate = gate;
-  EXPECT_EQ(Handle(state.get()).Wait(0.01).code(), StatusCode::kTimeout);
+  EXPECT_EQ(Handle(state.Share()).Wait(0.01).code(), StatusCode::kTimeout);
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0],
             std::make_pair(static_cast<const HandleState*>(state.get()), true));
@@ -168,7 +168,7 @@ TEST(DriveGate, WaitsAreReportedFromStartToEnd) {
   const auto now = SteadyClock::now();
   EXPECT_FALSE(gate->Drive(*state, now, now, &end));
   state->Complete(Status::OK());
-  EXPECT_TRUE(Handle(state.get()).Wait().ok());  // done: nothing to report
+  EXPECT_TRUE(Handle(state.Share()).Wait().ok());  // done: nothing to report
   EXPECT_EQ(events.size(), 2u);
   gate->Close();
 }
