@@ -71,6 +71,10 @@ inline constexpr size_t kMaxControlFrame = 64u << 20;
 inline constexpr double kShutdownWaitS = 30;
 // A rank reports what it waits on once it has stayed blocked this long.
 inline constexpr auto kWaitReportAfter = std::chrono::milliseconds(50);
+// A caller that drives its own wait counts as waiting once the wait has
+// lasted this long (from its start, so reports are no later): most
+// synchronous collectives end far sooner and never pay for the records.
+inline constexpr auto kWaitNoticeAfter = std::chrono::milliseconds(1);
 // How long the loop thread stays parked after the last waiting caller
 // stopped driving: back-to-back synchronous calls then never wake it, and
 // work nobody waits for yet (async ops, rank 0 coordinating idle ranks)
@@ -178,7 +182,8 @@ class EngineImpl {
 
   // A waiting caller's turn (DriveGate): run steps from `start` until `h`
   // is done; returns when it stopped. When another caller drives, that one
-  // may complete `h`; look again shortly.
+  // may complete `h`; look again shortly. The caller counts as waiting on
+  // `h` (OnWait) from kWaitNoticeAfter on, until it returns.
   Clock::time_point DriveUntil(HandleState& h, Clock::time_point start,
                                Clock::time_point until);
 
@@ -219,8 +224,8 @@ class EngineImpl {
   // The calling thread submits to this engine (see ThreadCensus).
   void CountSubmitter();
 
-  // A thread of this rank begins or ends waiting on an operation. Cheap:
-  // a synchronous collective calls it twice.
+  // A thread of this rank begins or ends waiting on an operation: callers
+  // that sleep as they wait, and drivers whose wait grew long.
   void OnWait(const HandleState& h, bool begin, Clock::time_point now);
 
   // True while every thread that has submitted to this rank waits (see

@@ -82,7 +82,14 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
   // Each step's end is the next one's start and the time held against
   // `until`: the clock is read once a step, not at every use.
   auto t = start;
+  bool noticed = false;
+  auto notice = [&] {
+    if (noticed || t - start < kWaitNoticeAfter) return;
+    OnWait(h, true, start);
+    noticed = true;
+  };
   while (!h.Done() && !loop_done_.load() && t < until) {
+    notice();
     std::unique_lock<std::mutex> drive(drive_mu_, std::try_to_lock);
     if (!drive.owns_lock()) {
       // The loop thread lets go at the end of its step; another waiter
@@ -92,14 +99,19 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
       continue;
     }
     while (!h.Done() && !loop_done_.load() && t < until) {
+      notice();
+      // Until the wait is noticed, steps wait briefly, so it is on time.
+      const int64_t most = noticed ? 1000 : 1;
       const int64_t left =
           until == Clock::time_point::max()
-              ? 1000
+              ? most
               : std::chrono::duration_cast<std::chrono::milliseconds>(until - t)
-                    .count();
-      t = RunStep(static_cast<int>(std::min<int64_t>(1000, left + 1)), t);
+                        .count() +
+                    1;
+      t = RunStep(static_cast<int>(std::min<int64_t>(most, left)), t);
     }
   }
+  if (noticed) OnWait(h, false, t);
   last_drive_end_.store(t.time_since_epoch().count());
   callers_.fetch_sub(1);
   return t;

@@ -52,14 +52,18 @@ Status Handle::Wait(double timeout_s) const {
                     : start + std::chrono::duration_cast<SteadyClock::duration>(
                                   std::chrono::duration<double>(timeout_s));
   if (state_->gate == nullptr) return Sleep(*state_, until);
+  DriveGate& gate = *state_->gate;
+  SteadyClock::time_point end;
+  // A driving caller tells the engine itself once its wait grows long.
+  if (gate.Drive(*state_, start, until, &end) && Poll()) {
+    gate.AddWaitTime(end - start);
+    return state_->status;
+  }
   // The engine reports what this rank's threads are blocked on to rank 0,
   // from the start of the wait until its end, however it ends.
-  DriveGate& gate = *state_->gate;
   gate.Waiting(*state_, true, start);
-  SteadyClock::time_point end;
-  const bool driven = gate.Drive(*state_, start, until, &end) && Poll();
-  Status st = driven ? state_->status : Sleep(*state_, until);
-  if (!driven) end = SteadyClock::now();
+  Status st = Sleep(*state_, until);
+  end = SteadyClock::now();
   gate.Waiting(*state_, false, end);
   gate.AddWaitTime(end - start);
   return st;

@@ -121,7 +121,9 @@ TEST(DriveGate, CloseWaitsForDriversInside) {
 
 TEST(DriveGate, TheDriveSpansTheWaitFromItsStartToTheTimeItReturns) {
   // The wait passes its start to the drive and counts its time up to the
-  // end the drive returns, reading the clock no more.
+  // end the drive returns, reading the clock no more. A wait the drive
+  // finished is the drive's to report (the engine's notices long ones):
+  // the gate reports nothing.
   DriveGate::TimePoint seen_start;
   std::vector<DriveGate::TimePoint> reported;
   auto gate = std::make_shared<DriveGate>(
@@ -139,9 +141,7 @@ TEST(DriveGate, TheDriveSpansTheWaitFromItsStartToTheTimeItReturns) {
   EXPECT_TRUE(Handle(state.Share()).Wait().ok());
   EXPECT_GE(seen_start, before);
   EXPECT_LE(seen_start, SteadyClock::now());
-  ASSERT_EQ(reported.size(), 2u);
-  EXPECT_EQ(reported[0], seen_start);
-  EXPECT_EQ(reported[1], seen_start + std::chrono::milliseconds(250));
+  EXPECT_TRUE(reported.empty());
   EXPECT_EQ(gate->wait_time(), std::chrono::milliseconds(250));
   gate->Close();
 }
