@@ -7,6 +7,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
@@ -98,8 +99,12 @@ nb::dlpack::dtype ToDlpack(DataType t) {
   throw std::runtime_error(st.message());
 }
 
-TensorView ToView(const nb::ndarray<>& a, int rank) {
-  TensorView v;
+// Writes `a` into `*v`, whose shape keeps its capacity (callers reuse one
+// view call after call).
+void ToView(const nb::ndarray<>& a, int rank, TensorView* out) {
+  TensorView& v = *out;
+  v.device = -1;
+  v.shape.clear();
   if (!ToDataType(a.dtype(), &v.dtype))
     throw nb::value_error(
         ("unsupported tensor dtype (rank " + std::to_string(rank) +
@@ -117,6 +122,11 @@ TensorView ToView(const nb::ndarray<>& a, int rank) {
     expect *= a.shape(i);
   }
   for (size_t i = 0; i < a.ndim(); ++i) v.shape.push_back(a.shape(i));
+}
+
+TensorView ToView(const nb::ndarray<>& a, int rank) {
+  TensorView v;
+  ToView(a, rank, &v);
   return v;
 }
 
@@ -295,16 +305,28 @@ NB_MODULE(_core, m) {
            })
       // One array, no splits or bfloat16 bits: the common collective, with
       // no list to marshal either way.
+      // The name is `prefix`.`name` (just `prefix` when `name` is empty),
+      // joined here rather than as a Python string. The view and the args
+      // are this thread's from its last call, rewritten: a steady step's
+      // calls allocate nothing on the way in.
       .def("enqueue_one",
            [](PyEngine& e, int op, const nb::ndarray<>& array,
-              const std::string& name, int reduce_op, double prescale,
-              double postscale, int root, int process_set) {
+              std::string_view prefix, std::string_view name, int reduce_op,
+              double prescale, double postscale, int root, int process_set) {
              Engine& eng = e.get();
+             thread_local TensorView view;
+             thread_local CollectiveArgs args;
+             ToView(array, eng.rank(), &view);
+             args.name.assign(prefix);
+             if (!name.empty()) args.name.append(".").append(name);
+             args.op = static_cast<ReduceOp>(reduce_op);
+             args.prescale = prescale;
+             args.postscale = postscale;
+             args.root = root;
+             args.process_set = process_set;
              Handle handle;
-             Status st = eng.Enqueue(
-                 static_cast<OpType>(op), ToView(array, eng.rank()),
-                 Args(name, reduce_op, prescale, postscale, root, process_set),
-                 &handle);
+             Status st =
+                 eng.Enqueue(static_cast<OpType>(op), view, args, &handle);
              if (!st.ok()) Raise(st);
              return handle;
            })

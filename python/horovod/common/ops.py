@@ -209,11 +209,13 @@ class Collectives:
         an enum member's value costs more than the rest)."""
         ps = 0 if process_set is global_process_set else \
             self.process_set_id(process_set)
-        full_name = "%s.%s" % (prefix, name) if name else \
-            op_name(prefix, name, self.unnamed_number(ps))
+        if not name:  # the engine joins prefix and name (op_name's form)
+            prefix, name = op_name(prefix, name, self.unnamed_number(ps)), ""
+        elif type(name) is not str:
+            name = str(name)
         engine = self._basics.engine
         try:
-            core = engine.enqueue_one(op, capsule, full_name, reduce_op,
+            core = engine.enqueue_one(op, capsule, prefix, name, reduce_op,
                                       prescale, postscale, root, ps)
         except ValueError as e:
             raise HorovodInvalidArgumentError(str(e)) from None
