@@ -23,11 +23,12 @@
 namespace horovod {
 
 struct HandleState {
-  // `done`, readable without the lock: a driving waiter checks it after
-  // every loop step. Set after everything Complete publishes.
+  // Whether the operation finished, readable without a lock: a driving
+  // waiter checks it after every loop step. Set after everything Complete
+  // publishes.
   std::atomic<bool> finished{false};
   Status status;
-  // Set by the background loop before Complete; read only after done.
+  // Set by the background loop before Complete; read only once finished.
   std::shared_ptr<Buffer> output;
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
