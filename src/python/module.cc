@@ -130,16 +130,15 @@ TensorView ToView(const nb::ndarray<>& a, int rank) {
   return v;
 }
 
-CollectiveArgs Args(const std::string& name, int reduce_op, double prescale,
-                    double postscale, int root, int process_set) {
-  CollectiveArgs args;
-  args.name = name;
-  args.op = static_cast<ReduceOp>(reduce_op);
-  args.prescale = prescale;
-  args.postscale = postscale;
-  args.root = root;
-  args.process_set = process_set;
-  return args;
+// Sets the arguments Python passes as numbers; the name and splits are
+// the caller's to set.
+void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
+             double postscale, int root, int process_set) {
+  args->op = static_cast<ReduceOp>(reduce_op);
+  args->prescale = prescale;
+  args->postscale = postscale;
+  args->root = root;
+  args->process_set = process_set;
 }
 
 // Kernels linked into this module (the XLA handler) reach the engine
@@ -294,8 +293,9 @@ NB_MODULE(_core, m) {
                  throw nb::value_error("bfloat16_bits must name 16-bit arrays");
                views[i].dtype = DataType::kBFloat16;
              }
-             CollectiveArgs args =
-                 Args(name, reduce_op, prescale, postscale, root, process_set);
+             CollectiveArgs args;
+             args.name = name;
+             SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
              args.splits = std::move(splits);
              std::vector<Handle> handles;
              Status st =
@@ -304,11 +304,11 @@ NB_MODULE(_core, m) {
              return handles;
            })
       // One array, no splits or bfloat16 bits: the common collective, with
-      // no list to marshal either way.
-      // The name is `prefix`.`name` (just `prefix` when `name` is empty),
-      // joined here rather than as a Python string. The view and the args
-      // are this thread's from its last call, rewritten: a steady step's
-      // calls allocate nothing on the way in.
+      // no list to marshal either way. The name is `prefix`.`name` (just
+      // `prefix` when `name` is empty), joined here rather than as a Python
+      // string; the view and the args are this thread's from its last
+      // call, rewritten, so a steady step's calls allocate nothing on the
+      // way in.
       .def("enqueue_one",
            [](PyEngine& e, int op, const nb::ndarray<>& array,
               std::string_view prefix, std::string_view name, int reduce_op,
@@ -319,11 +319,7 @@ NB_MODULE(_core, m) {
              ToView(array, eng.rank(), &view);
              args.name.assign(prefix);
              if (!name.empty()) args.name.append(".").append(name);
-             args.op = static_cast<ReduceOp>(reduce_op);
-             args.prescale = prescale;
-             args.postscale = postscale;
-             args.root = root;
-             args.process_set = process_set;
+             SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
              Handle handle;
              Status st =
                  eng.Enqueue(static_cast<OpType>(op), view, args, &handle);
