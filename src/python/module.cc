@@ -16,6 +16,7 @@
 #include "common/knobs.h"
 #include "jax/xla_collective.h"
 #include "kernels/engine_binding.h"
+#include "python/handle_table.h"
 
 namespace nb = nanobind;
 using namespace horovod;
@@ -303,29 +304,6 @@ NB_MODULE(_core, m) {
              if (!st.ok()) Raise(st);
              return handles;
            })
-      // One array, no splits or bfloat16 bits: the common collective, with
-      // no list to marshal either way. The name is `prefix`.`name` (just
-      // `prefix` when `name` is empty), joined here rather than as a Python
-      // string; the view and the args are this thread's from its last
-      // call, rewritten, so a steady step's calls allocate nothing on the
-      // way in.
-      .def("enqueue_one",
-           [](PyEngine& e, int op, const nb::ndarray<>& array,
-              std::string_view prefix, std::string_view name, int reduce_op,
-              double prescale, double postscale, int root, int process_set) {
-             Engine& eng = e.get();
-             thread_local TensorView view;
-             thread_local CollectiveArgs args;
-             ToView(array, eng.rank(), &view);
-             args.name.assign(prefix);
-             if (!name.empty()) args.name.append(".").append(name);
-             SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
-             Handle handle;
-             Status st =
-                 eng.Enqueue(static_cast<OpType>(op), view, args, &handle);
-             if (!st.ok()) Raise(st);
-             return handle;
-           })
       .def("barrier",
            [](PyEngine& e, int process_set) {
              Status st;
@@ -411,6 +389,51 @@ NB_MODULE(_core, m) {
         nb::gil_scoped_release release;
         e.Stop();
       });
+
+  nb::class_<HandleTable>(m, "HandleTable")
+      .def(nb::init<nb::object, nb::object>())
+      .def("add", &HandleTable::Add, nb::arg("core_handles"),
+           nb::arg("finish").none(), nb::arg("arrays").none())
+      .def("poll", &HandleTable::Poll)
+      .def("synchronize", &HandleTable::Synchronize)
+      // One array, no splits or bfloat16 bits: the common collective, from
+      // enqueue to its handle number in one call, with no list to marshal
+      // and no Python handle object. The name is `prefix`.`name` (just
+      // `prefix` when `name` is empty), joined here rather than as a Python
+      // string; the view and the args are this thread's from its last
+      // call, rewritten, so a steady step's calls allocate nothing on the
+      // way in. `keep` stays referenced until synchronize and is its result
+      // when `finish` is None. Raises the table's own error types, so
+      // callers need no Python frame to map them.
+      .def(
+          "enqueue_one",
+          [](HandleTable& table, PyEngine& e, int op,
+             const nb::ndarray<>& array, nb::object keep, nb::object finish,
+             std::string_view prefix, std::string_view name, int reduce_op,
+             double prescale, double postscale, int root, int process_set) {
+            thread_local TensorView view;
+            thread_local CollectiveArgs args;
+            Engine* eng = nullptr;
+            try {
+              eng = &e.get();
+              ToView(array, eng->rank(), &view);
+            } catch (const nb::builtin_exception& x) {
+              table.RaiseInvalidArgument(x.what());
+            }
+            args.name.assign(prefix);
+            if (!name.empty()) args.name.append(".").append(name);
+            SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
+            Handle handle;
+            Status st =
+                eng->Enqueue(static_cast<OpType>(op), view, args, &handle);
+            if (!st.ok()) table.Raise(st);
+            return table.AddOne(std::move(handle), std::move(finish),
+                                std::move(keep));
+          },
+          nb::arg("engine"), nb::arg("op"), nb::arg("array"),
+          nb::arg("keep").none(), nb::arg("finish").none(), nb::arg("prefix"),
+          nb::arg("name"), nb::arg("reduce_op"), nb::arg("prescale"),
+          nb::arg("postscale"), nb::arg("root"), nb::arg("process_set"));
   // The XLA FFI handler's address, for jax.ffi.register_ffi_target.
   m.def("xla_collective_handler",
         [] { return reinterpret_cast<uintptr_t>(&HorovodXlaCollective); });

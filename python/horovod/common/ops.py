@@ -11,7 +11,6 @@ Nothing here knows about autograd or any framework's types.
 Thread-safety: a Collectives object may be used from any thread.
 """
 
-import itertools
 import threading
 import warnings
 
@@ -75,51 +74,6 @@ def engine_call(fn, *args):
         raise HorovodInternalError(str(e)) from None
 
 
-_OK = _core.StatusCode.ok
-
-
-class HandleTable:
-    """Integer handles, as users of upstream's API hold them, mapped to the
-    engine's handles and to the adapter's `finish(core_handles)`, which
-    turns finished engine handles into the framework's result."""
-
-    # No lock of its own: next() on a count, and a dict's get, set and pop,
-    # are each atomic under the interpreter lock (this runs once per tensor).
-
-    def __init__(self):
-        self._numbers = itertools.count()
-        self._entries = {}
-
-    def add(self, core_handles, finish, arrays):
-        """Files an operation under a fresh handle number and returns it.
-        `arrays` stay referenced until synchronize: the engine reads and
-        writes their memory until the operation completes."""
-        h = next(self._numbers)
-        self._entries[h] = (core_handles, finish, arrays)
-        return h
-
-    def poll(self, handle):
-        entry = self._entries.get(handle)
-        if entry is None:
-            raise ValueError("unknown or already synchronized handle %r"
-                             % (handle,))
-        return all(h.poll() for h in entry[0])
-
-    def synchronize(self, handle):
-        """Waits for the operation and returns finish()'s result (`arrays`
-        itself when finish is None). A handle that is unknown or already
-        synchronized returns None, as upstream."""
-        entry = self._entries.pop(handle, None)
-        if entry is None:
-            return None
-        core_handles, finish, arrays = entry
-        for h in core_handles:
-            code, message = h.wait()
-            if code != _OK:
-                raise HorovodInternalError(message)
-        return arrays if finish is None else finish(core_handles)
-
-
 def _is_numpy_bfloat16(a):
     dtype = getattr(a, "dtype", None)
     return getattr(dtype, "name", None) == "bfloat16" and \
@@ -146,7 +100,12 @@ class Collectives:
 
     def __init__(self, basics):
         self._basics = basics
-        self.handles = HandleTable()
+        # Integer handles, as users of upstream's API hold them, mapped to
+        # the engine's handles and to the adapter's `finish(core_handles)`,
+        # which turns finished engine handles into the framework's result.
+        # Its enqueue_one raises these two types itself.
+        self.handles = _core.HandleTable(HorovodInvalidArgumentError,
+                                         HorovodInternalError)
         self._lock = threading.Lock()
         self._unnamed = {}
 
@@ -206,22 +165,19 @@ class Collectives:
         when `finish` is None), with no splits: the per-call path of the
         common collectives, written flat (each call layer costs a tensor's
         share of the engine's own time). `op` is an OpType's value (reading
-        an enum member's value costs more than the rest)."""
+        an enum member's value costs more than the rest). A caller with a
+        non-empty str name, on the global process set, may call
+        ``handles.enqueue_one`` itself with process set 0: this adds only
+        the unnamed numbering and the process set's lookup."""
         ps = 0 if process_set is global_process_set else \
             self.process_set_id(process_set)
         if not name:  # the engine joins prefix and name (op_name's form)
             prefix, name = op_name(prefix, name, self.unnamed_number(ps)), ""
         elif type(name) is not str:
             name = str(name)
-        engine = self._basics.engine
-        try:
-            core = engine.enqueue_one(op, capsule, prefix, name, reduce_op,
-                                      prescale, postscale, root, ps)
-        except ValueError as e:
-            raise HorovodInvalidArgumentError(str(e)) from None
-        except RuntimeError as e:
-            raise HorovodInternalError(str(e)) from None
-        return self.handles.add((core,), finish, keep)
+        return self.handles.enqueue_one(
+            self._basics.engine, op, capsule, keep, finish, prefix, name,
+            reduce_op, prescale, postscale, root, ps)
 
     def poll(self, handle):
         return self.handles.poll(handle)

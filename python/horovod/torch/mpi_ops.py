@@ -17,6 +17,8 @@ from horovod.common.topology import *  # noqa: F401,F403
 from horovod.common.topology import rank
 
 _collectives = _ops.process_collectives()
+_basics = _collectives.basics
+_handles = _collectives.handles  # for the per-call paths
 _OP = _ops.OpType
 _ALLREDUCE = _OP.allreduce.value
 
@@ -33,12 +35,12 @@ def _enqueue(*args, **kwargs):
 
 def poll(handle):
     """True if the operation behind `handle` has finished."""
-    return _collectives.poll(handle)
+    return _handles.poll(handle)
 
 
 def synchronize(handle):
     """Waits for the operation behind `handle` and returns its output."""
-    return _collectives.synchronize(handle)
+    return _handles.synchronize(handle)
 
 
 def _engine_tensor(core_handle):
@@ -86,6 +88,13 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
         # torch's DLPack export takes tensors that require grad as they
         # are (the engine writes the memory, as through a detached view),
         # and synchronize returns the tensor itself.
+        if type(name) is str and name and process_set is global_process_set:
+            # A named gradient on the global set, as DistributedOptimizer
+            # submits them: straight to the engine's handle table.
+            return _handles.enqueue_one(
+                _basics.engine, _ALLREDUCE, _to_dlpack(tensor), tensor, None,
+                "allreduce", name, resolve_op(average, op), prescale_factor,
+                postscale_factor, 0, 0)
         return _collectives.enqueue_one(
             _ALLREDUCE, _to_dlpack(tensor), tensor, "allreduce", name, None,
             resolve_op(average, op), prescale_factor, postscale_factor,

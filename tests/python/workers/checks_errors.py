@@ -65,7 +65,8 @@ def check_duplicate_name_refused_at_once():
     # A name stays in flight on rank 0 until the others submit it too.
     if r == 0:
         h = hvd.allreduce_async(torch.ones(2), name="dup")
-        e = expect(ValueError, "Duplicate tensor name 'allreduce.dup'",
+        e = expect(hvd.HorovodInvalidArgumentError,
+                   "Duplicate tensor name 'allreduce.dup'",
                    lambda: hvd.allreduce_async(torch.ones(2), name="dup"))
         assert "rank 0" in str(e), e
     hvd.broadcast(torch.ones(1), 0, name="go")
@@ -103,6 +104,11 @@ def check_bad_local_input_raises_value_error_naming_rank():
     assert "rank %d" % r in str(e), e
     e = expect(ValueError, "dtype",
                lambda: hvd.allreduce(torch.ones(2, dtype=torch.complex64)))
+    assert "rank %d" % r in str(e), e
+    # Named, in place, on the global set: the path gradients take.
+    e = expect(hvd.HorovodInvalidArgumentError, "dtype",
+               lambda: hvd.allreduce_(torch.ones(2, dtype=torch.complex64),
+                                      name="complex"))
     assert "rank %d" % r in str(e), e
     expect(ValueError, "bool", lambda: hvd.allreduce(torch.ones(2, dtype=torch.bool)))
     expect(ValueError, "supersedes average",

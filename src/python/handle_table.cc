@@ -1,0 +1,88 @@
+#include "python/handle_table.h"
+
+#include <string>
+#include <utility>
+
+namespace nb = nanobind;
+
+namespace horovod {
+
+HandleTable::HandleTable(nb::object invalid_argument_error,
+                         nb::object internal_error)
+    : invalid_argument_error_(std::move(invalid_argument_error)),
+      internal_error_(std::move(internal_error)) {}
+
+void HandleTable::Raise(const Status& st) const {
+  if (st.code() == StatusCode::kInvalidArgument)
+    RaiseInvalidArgument(st.message().c_str());
+  PyErr_SetString(internal_error_.ptr(), st.message().c_str());
+  throw nb::python_error();
+}
+
+void HandleTable::RaiseInvalidArgument(const char* message) const {
+  PyErr_SetString(invalid_argument_error_.ptr(), message);
+  throw nb::python_error();
+}
+
+int64_t HandleTable::Add(nb::object core_handles, nb::object finish,
+                         nb::object arrays) {
+  const int64_t number = next_++;
+  Entry& e = entries_[number];
+  e.core = std::move(core_handles);
+  e.finish = std::move(finish);
+  e.arrays = std::move(arrays);
+  return number;
+}
+
+int64_t HandleTable::AddOne(Handle handle, nb::object finish,
+                            nb::object arrays) {
+  const int64_t number = next_++;
+  Entry& e = entries_[number];
+  e.one = std::move(handle);
+  e.finish = std::move(finish);
+  e.arrays = std::move(arrays);
+  return number;
+}
+
+bool HandleTable::Poll(int64_t number) const {
+  auto it = entries_.find(number);
+  if (it == entries_.end())
+    throw nb::value_error(
+        ("unknown or already synchronized handle " + std::to_string(number))
+            .c_str());
+  const Entry& e = it->second;
+  if (!e.core.is_valid()) return e.one.Poll();
+  for (nb::handle h : e.core)
+    if (!nb::cast<const Handle&>(h).Poll()) return false;
+  return true;
+}
+
+nb::object HandleTable::Synchronize(int64_t number) {
+  auto it = entries_.find(number);
+  if (it == entries_.end()) return nb::none();
+  Entry e = std::move(it->second);
+  entries_.erase(it);
+  if (e.core.is_valid()) {
+    for (nb::handle h : e.core) Wait(nb::cast<const Handle&>(h));
+  } else {
+    Wait(e.one);
+  }
+  if (e.finish.is_none()) return std::move(e.arrays);
+  if (!e.core.is_valid()) e.core = nb::make_tuple(std::move(e.one));
+  return e.finish(e.core);
+}
+
+void HandleTable::Wait(const Handle& h) const {
+  Status st;
+  if (h.Poll()) {  // done: nothing to wait for, keep the GIL
+    st = h.Wait();
+  } else {
+    nb::gil_scoped_release release;
+    st = h.Wait();
+  }
+  if (st.ok()) return;
+  PyErr_SetString(internal_error_.ptr(), st.message().c_str());
+  throw nb::python_error();
+}
+
+}  // namespace horovod

@@ -1,0 +1,68 @@
+// HandleTable: the integer handles of upstream's Python API (what
+// `allreduce_async_` returns and `synchronize` takes), each mapped to the
+// engine handles behind it, the arrays that must stay alive while the engine
+// reads and writes them, and the adapter's `finish`, which turns finished
+// engine handles into the framework's result. Kept in C++ because a
+// per-gradient call crosses it twice: filing and collecting here costs a
+// fraction of the Python frames, tuples and dict entries it replaces.
+//
+// Owns references to the Python objects it files until they are collected.
+// Thread-safety: every method runs holding the GIL, which guards the table;
+// Synchronize releases it only to wait, after the entry left the table.
+#ifndef HOROVOD_PYTHON_HANDLE_TABLE_H_
+#define HOROVOD_PYTHON_HANDLE_TABLE_H_
+
+#include <horovod/engine.h>
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <unordered_map>
+
+namespace horovod {
+
+class HandleTable {
+ public:
+  // The exception types bad input and a failed operation raise.
+  HandleTable(nanobind::object invalid_argument_error,
+              nanobind::object internal_error);
+
+  // Raises `st` (not OK) as the type its code maps to.
+  [[noreturn]] void Raise(const Status& st) const;
+  [[noreturn]] void RaiseInvalidArgument(const char* message) const;
+
+  // Files an operation's engine handles (a sequence of Handle objects) and
+  // returns its number; Synchronize then returns finish(core_handles), or
+  // `arrays` when finish is None.
+  int64_t Add(nanobind::object core_handles, nanobind::object finish,
+              nanobind::object arrays);
+  // The same for one engine handle, which becomes a Python object only if
+  // `finish` needs it.
+  int64_t AddOne(Handle handle, nanobind::object finish,
+                 nanobind::object arrays);
+  // True once every engine handle of `number` finished; ValueError for a
+  // number that is unknown or already synchronized.
+  bool Poll(int64_t number) const;
+  // Waits for the operation and returns its result. A number that is
+  // unknown or already synchronized returns None, as upstream. A failed
+  // operation raises `internal_error` with the engine's message.
+  nanobind::object Synchronize(int64_t number);
+
+ private:
+  struct Entry {
+    Handle one;               // AddOne's handle (core is unset)
+    nanobind::object core;    // Add's sequence of handles
+    nanobind::object finish;  // None: the result is `arrays`
+    nanobind::object arrays;
+  };
+
+  void Wait(const Handle& h) const;
+
+  nanobind::object invalid_argument_error_;
+  nanobind::object internal_error_;
+  std::unordered_map<int64_t, Entry> entries_;
+  int64_t next_ = 0;
+};
+
+}  // namespace horovod
+
+#endif  // HOROVOD_PYTHON_HANDLE_TABLE_H_

@@ -1,0 +1,88 @@
+"""The handle table behind upstream's integer handles (horovod._core's
+HandleTable, src/python/handle_table.cc), in one process: what synchronize
+returns, what stays referenced until then, and the answers for numbers it
+does not hold. Engine-backed entries are covered by the multi-rank checks
+(tests/python/workers/checks_collectives.py, checks_errors.py)."""
+
+import gc
+import weakref
+
+import pytest
+
+from horovod import _core
+from horovod.common.exceptions import (HorovodInternalError,
+                                       HorovodInvalidArgumentError)
+
+
+class Payload:
+    """Something weak-referenceable to watch the table's references."""
+
+
+def table():
+    return _core.HandleTable(HorovodInvalidArgumentError,
+                             HorovodInternalError)
+
+
+def test_numbers_are_fresh_and_synchronize_returns_the_arrays():
+    t = table()
+    a, b = Payload(), Payload()
+    ha = t.add([], None, a)
+    hb = t.add([], None, b)
+    assert ha != hb
+    assert t.poll(ha) and t.poll(hb)  # no engine handle left to finish
+    assert t.synchronize(hb) is b
+    assert t.synchronize(ha) is a
+
+
+def test_finish_receives_the_core_handles_and_gives_the_result():
+    t = table()
+    core = []
+    seen = []
+
+    def finish(handles):
+        seen.append(handles)
+        return "result"
+
+    h = t.add(core, finish, Payload())
+    assert t.synchronize(h) == "result"
+    assert seen == [core] and seen[0] is core
+
+
+def test_arrays_stay_referenced_until_synchronize():
+    t = table()
+    p = Payload()
+    ref = weakref.ref(p)
+    h = t.add([], None, p)
+    del p
+    gc.collect()
+    assert ref() is not None  # the engine may still write it
+    out = t.synchronize(h)
+    assert out is ref()
+    del out
+    gc.collect()
+    assert ref() is None  # the table let go
+
+
+def test_unknown_or_synchronized_numbers():
+    t = table()
+    h = t.add([], None, Payload())
+    assert t.synchronize(h) is not None
+    assert t.synchronize(h) is None  # already synchronized, as upstream
+    assert t.synchronize(987654321) is None
+    with pytest.raises(ValueError,
+                       match="unknown or already synchronized handle 987"):
+        t.poll(987654321)
+    with pytest.raises(ValueError, match="unknown or already synchronized"):
+        t.poll(h)
+
+
+def test_a_failing_finish_propagates_and_the_entry_is_gone():
+    t = table()
+
+    def finish(_):
+        raise RuntimeError("finish failed")
+
+    h = t.add([], finish, Payload())
+    with pytest.raises(RuntimeError, match="finish failed"):
+        t.synchronize(h)
+    assert t.synchronize(h) is None
