@@ -15,6 +15,7 @@ from horovod.common.process_sets import ProcessSet  # noqa: F401
 from horovod.common.process_sets import global_process_set
 from horovod.common.topology import *  # noqa: F401,F403
 from horovod.common.topology import rank
+from horovod.torch.compression import Compression
 
 _collectives = _ops.process_collectives()
 _basics = _collectives.basics
@@ -60,6 +61,25 @@ def _input(tensor):
     return tensor.detach().contiguous()
 
 
+def _apply(function, *args):
+    """`function.apply(*args)` where autograd records the operation (grad
+    mode on and an input that requires grad); elsewhere its forward alone,
+    which computes the same outputs (none of which would require grad)
+    without apply's cost of several microseconds a call."""
+    if torch.is_grad_enabled():
+        for a in args:  # a loop: any() over a generator costs a microsecond
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                return function.apply(*args)
+    return function.forward(_Unrecorded(), *args)
+
+
+class _Unrecorded:
+    """The context a forward run outside autograd writes into and drops."""
+
+    def mark_non_differentiable(self, *_):
+        pass
+
+
 def _inplace_targets(tensors):
     """Contiguous tensors for the engine to write into, and the finish that
     copies results back into non-contiguous originals."""
@@ -72,11 +92,6 @@ def _inplace_targets(tensors):
                 t.detach().copy_(w)
         return tensors
     return works, finish
-
-
-def _compression_none():
-    from horovod.torch.compression import Compression
-    return Compression.none
 
 
 # -- allreduce ---------------------------------------------------------------
@@ -142,10 +157,10 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
               prescale_factor=1.0, postscale_factor=1.0,
               process_set=global_process_set):
     """Returns the reduction of `tensor` over all ranks (differentiable)."""
-    compression = compression or _compression_none()
+    compression = compression or Compression.none
     compressed, ctx = compression.compress(tensor)
-    out = HorovodAllreduce.apply(compressed, average, name, op,
-                                 prescale_factor, postscale_factor, process_set)
+    out = _apply(HorovodAllreduce, compressed, average, name, op,
+                 prescale_factor, postscale_factor, process_set)
     return compression.decompress(out, ctx)
 
 
@@ -196,11 +211,11 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
 def grouped_allreduce(tensors, average=None, name=None, compression=None,
                       op=None, prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
-    compression = compression or _compression_none()
+    compression = compression or Compression.none
     pairs = [compression.compress(t) for t in tensors]
-    outs = HorovodGroupedAllreduce.apply(average, name, op, prescale_factor,
-                                         postscale_factor, process_set,
-                                         *[c for c, _ in pairs])
+    outs = _apply(HorovodGroupedAllreduce, average, name, op,
+                  prescale_factor, postscale_factor, process_set,
+                  *[c for c, _ in pairs])
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
 
 
@@ -260,7 +275,7 @@ def _rows_of_this_rank(grad, dim0s, process_set):
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's tensor along dim 0 (differentiable)."""
-    return HorovodAllgather.apply(tensor, name, process_set)
+    return _apply(HorovodAllgather, tensor, name, process_set)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
@@ -291,7 +306,7 @@ class HorovodGroupedAllgather(torch.autograd.Function):
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """allgather of each tensor, negotiated as one unit (differentiable)."""
-    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
+    return list(_apply(HorovodGroupedAllgather, name, process_set, *tensors))
 
 
 # -- broadcast ---------------------------------------------------------------
@@ -333,7 +348,7 @@ class HorovodBroadcast(torch.autograd.Function):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root_rank's tensor on every rank (differentiable)."""
-    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+    return _apply(HorovodBroadcast, tensor, root_rank, name, process_set)
 
 
 # -- alltoall ----------------------------------------------------------------
@@ -386,7 +401,7 @@ class HorovodAlltoall(torch.autograd.Function):
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[i] rows of `tensor` to rank i. Returns the received rows
     and, when `splits` is given, the received splits (differentiable)."""
-    out, received = HorovodAlltoall.apply(tensor, splits, name, process_set)
+    out, received = _apply(HorovodAlltoall, tensor, splits, name, process_set)
     if splits is None:
         return out
     return out, received
@@ -433,12 +448,11 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
                   postscale_factor=1.0):
     """Reduces `tensor` over all ranks and returns this rank's share of dim 0
     (the first dim0 % size ranks get one extra row; differentiable)."""
-    compression = compression or _compression_none()
+    compression = compression or Compression.none
     compressed, ctx = compression.compress(tensor)
-    out = HorovodReducescatter.apply(compressed, name,
-                                     Average if op is None else op,
-                                     process_set, prescale_factor,
-                                     postscale_factor)
+    out = _apply(HorovodReducescatter, compressed, name,
+                 Average if op is None else op, process_set, prescale_factor,
+                 postscale_factor)
     return compression.decompress(out, ctx)
 
 
@@ -471,11 +485,12 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
                           postscale_factor=1.0):
     """reducescatter of each tensor, negotiated as one unit
     (differentiable)."""
-    compression = compression or _compression_none()
+    compression = compression or Compression.none
     pairs = [compression.compress(t) for t in tensors]
-    outs = HorovodGroupedReducescatter.apply(
-        name, Average if op is None else op, process_set, prescale_factor,
-        postscale_factor, *[c for c, _ in pairs])
+    outs = _apply(
+        HorovodGroupedReducescatter, name, Average if op is None else op,
+        process_set, prescale_factor, postscale_factor,
+        *[c for c, _ in pairs])
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
 
 

@@ -119,3 +119,35 @@ def check_grouped_reducescatter_is_differentiable():
         (outs[0].sum() + 3 * outs[1].sum()).backward()
         close(a.grad, torch.full((k, 2), float(k)))
         close(b.grad, torch.full((2 * k,), 3.0 * k))
+
+
+def check_outputs_outside_autograd_record_nothing():
+    """Where autograd records nothing (no input requires grad, or grad mode
+    is off) each collective gives the same values, and outputs that neither
+    require grad nor carry a backward function; where it records, they do."""
+    k = float(n)
+    for grad_input in (False, True):
+        for grad_mode in (False, True):
+            recorded = grad_input and grad_mode
+            x = torch.ones(n, 2, requires_grad=grad_input)
+            with torch.set_grad_enabled(grad_mode):
+                outs = [hvd.allreduce(x, op=hvd.Sum, name="rec.ar"),
+                        hvd.grouped_allreduce([x], op=hvd.Sum,
+                                              name="rec.gar")[0],
+                        hvd.allgather(x, name="rec.ag"),
+                        hvd.grouped_allgather([x], name="rec.gag")[0],
+                        hvd.broadcast(x, 0, name="rec.bc"),
+                        hvd.alltoall(x, name="rec.a2a"),
+                        hvd.reducescatter(x, op=hvd.Sum, name="rec.rs"),
+                        hvd.grouped_reducescatter([x], op=hvd.Sum,
+                                                  name="rec.grs")[0]]
+            for y in outs:
+                assert y.requires_grad == recorded, (grad_input, grad_mode, y)
+                assert (y.grad_fn is not None) == recorded, (grad_input,
+                                                             grad_mode, y)
+            expected = [torch.full((n, 2), k), torch.full((n, 2), k),
+                        torch.ones(n * n, 2), torch.ones(n * n, 2),
+                        torch.ones(n, 2), torch.ones(n, 2),
+                        torch.full((1, 2), k), torch.full((1, 2), k)]
+            for y, e in zip(outs, expected):
+                close(y.detach(), e)
