@@ -203,21 +203,9 @@ NB_MODULE(_core, m) {
       .value("internal", StatusCode::kInternal)
       .value("tampered", StatusCode::kTampered);
 
+  // Finished engine handles, as the adapters' `finish` functions read them
+  // (waiting is the HandleTable's).
   nb::class_<Handle>(m, "Handle")
-      .def("poll", &Handle::Poll)
-      .def(
-          "wait",
-          [](const Handle& h, double timeout) {
-            Status st;
-            if (h.Poll()) {  // done: nothing to wait for, keep the GIL
-              st = h.Wait(timeout);
-            } else {
-              nb::gil_scoped_release release;
-              st = h.Wait(timeout);
-            }
-            return std::make_tuple(st.code(), st.message());
-          },
-          nb::arg("timeout") = -1.0)
       // as_bits: the output as unsigned integers of the element's width,
       // for consumers (NumPy) that cannot import bfloat16 through DLPack.
       .def(

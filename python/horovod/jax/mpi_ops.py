@@ -49,7 +49,20 @@ from horovod.common.topology import rank, size
 
 _collectives = _ops.process_collectives()
 _OP = _ops.OpType
+_ALLREDUCE = _OP.allreduce.value
 
+
+# Types of the concrete arrays seen so far: a set lookup costs less than
+# isinstance against jax.Array, and a concrete array's type is never a
+# tracer's.
+_CONCRETE_TYPES = set()
+
+
+def _concrete(x):
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        _CONCRETE_TYPES.add(type(x))
+        return True
+    return False
 
 
 def _traced(xs):
@@ -119,7 +132,7 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
     xla = op in (_OP.allreduce, _OP.broadcast)
     if not _traced(xs):
         if xla and all(isinstance(x, jax.Array) for x in xs):
-            return _eager_xla(op, xs, prefix, name,
+            return _eager_xla(op.value, xs, prefix, name,
                               _collectives.process_set_id(process_set), **kw)
         return _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
                                  name, process_set, _to_jax, **kw)
@@ -238,7 +251,13 @@ def _jitted(op, prefix, name, ps, reduce_op=Sum, prescale=1.0, postscale=1.0,
             root=0):
     params = _xla_params(op, prefix, name, ps, reduce_op, prescale,
                          postscale, root)
-    return jax.jit(lambda *xs: _collective_p.bind(*xs, **params))
+
+    def call(*xs):
+        # At trace time, once per dtypes and shapes (jit retraces for new
+        # ones): checked here, a call costs nothing for the check.
+        _check_xla_dtypes(xs)
+        return _collective_p.bind(*xs, **params)
+    return jax.jit(call)
 
 
 def _eager_xla(op, xs, prefix, name, ps, reduce_op=Sum, prescale=1.0,
@@ -248,12 +267,12 @@ def _eager_xla(op, xs, prefix, name, ps, reduce_op=Sum, prescale=1.0,
     dispatches it in microseconds, and the handler reads XLA's buffers and
     writes the result into XLA's, where the NumPy route pays conversions
     and a copy. XLA allocates each result afresh, which the engine's
-    HOROVOD_KEEP_FREED_MEMORY keeps from faulting in new pages each call."""
-    _check_xla_dtypes(xs)
+    HOROVOD_KEEP_FREED_MEMORY keeps from faulting in new pages each call.
+    `op` is an OpType's value."""
     _collectives.basics.engine  # ValueError before hvd.init()
     try:
-        return _jitted(op.value, prefix, name, ps, reduce_op, prescale,
-                       postscale, root)(*xs)
+        return _jitted(op, prefix, name, ps, reduce_op, prescale, postscale,
+                       root)(*xs)
     except jax.errors.JaxRuntimeError as e:
         text = str(e)
         if text.startswith("INVALID_ARGUMENT"):
@@ -284,11 +303,10 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     """Reduces `tensor` over the ranks of the set (Average by default).
     Differentiable; works eagerly and under jax.jit."""
     op = resolve_op(average, op)
-    if isinstance(tensor, jax.Array) and \
-            not isinstance(tensor, jax.core.Tracer):
+    if type(tensor) in _CONCRETE_TYPES or _concrete(tensor):
         # The path _call takes for a concrete array, without its layers: a
         # small allreduce's time is mostly per-call Python.
-        return _eager_xla(_OP.allreduce, [tensor], "allreduce", name,
+        return _eager_xla(_ALLREDUCE, [tensor], "allreduce", name,
                           _collectives.process_set_id(process_set), op,
                           float(prescale_factor), float(postscale_factor))[0]
     return _grouped_allreduce([tensor], name, op, float(prescale_factor),
