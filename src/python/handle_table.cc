@@ -13,34 +13,35 @@ HandleTable::HandleTable(nb::object invalid_argument_error,
       internal_error_(std::move(internal_error)) {}
 
 void HandleTable::Raise(const Status& st) const {
-  if (st.code() == StatusCode::kInvalidArgument)
-    RaiseInvalidArgument(st.message().c_str());
-  PyErr_SetString(internal_error_.ptr(), st.message().c_str());
-  throw nb::python_error();
+  RaiseAs(st.code() == StatusCode::kInvalidArgument ? invalid_argument_error_
+                                                    : internal_error_,
+          st.message().c_str());
 }
 
 void HandleTable::RaiseInvalidArgument(const char* message) const {
-  PyErr_SetString(invalid_argument_error_.ptr(), message);
+  RaiseAs(invalid_argument_error_, message);
+}
+
+void HandleTable::RaiseAs(const nb::object& type, const char* message) const {
+  PyErr_SetString(type.ptr(), message);
   throw nb::python_error();
 }
 
 int64_t HandleTable::Add(nb::object core_handles, nb::object finish,
                          nb::object arrays) {
-  const int64_t number = next_++;
-  Entry& e = entries_[number];
-  e.core = std::move(core_handles);
-  e.finish = std::move(finish);
-  e.arrays = std::move(arrays);
-  return number;
+  return File({Handle(), std::move(core_handles), std::move(finish),
+               std::move(arrays)});
 }
 
 int64_t HandleTable::AddOne(Handle handle, nb::object finish,
                             nb::object arrays) {
+  return File(
+      {std::move(handle), nb::object(), std::move(finish), std::move(arrays)});
+}
+
+int64_t HandleTable::File(Entry entry) {
   const int64_t number = next_++;
-  Entry& e = entries_[number];
-  e.one = std::move(handle);
-  e.finish = std::move(finish);
-  e.arrays = std::move(arrays);
+  entries_.emplace(number, std::move(entry));
   return number;
 }
 
@@ -80,9 +81,7 @@ void HandleTable::Wait(const Handle& h) const {
     nb::gil_scoped_release release;
     st = h.Wait();
   }
-  if (st.ok()) return;
-  PyErr_SetString(internal_error_.ptr(), st.message().c_str());
-  throw nb::python_error();
+  if (!st.ok()) RaiseAs(internal_error_, st.message().c_str());
 }
 
 }  // namespace horovod

@@ -55,7 +55,11 @@ class HandleTable {
     nanobind::object arrays;
   };
 
+  int64_t File(Entry entry);
+  // Waits for `h`; a failed operation raises `internal_error`.
   void Wait(const Handle& h) const;
+  [[noreturn]] void RaiseAs(const nanobind::object& type,
+                            const char* message) const;
 
   nanobind::object invalid_argument_error_;
   nanobind::object internal_error_;
