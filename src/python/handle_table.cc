@@ -41,7 +41,15 @@ int64_t HandleTable::AddOne(Handle handle, nb::object finish,
 
 int64_t HandleTable::File(Entry entry) {
   const int64_t number = next_++;
-  entries_.emplace(number, std::move(entry));
+  if (spare_.empty()) {
+    entries_.emplace(number, std::move(entry));
+    return number;
+  }
+  Entries::node_type node = std::move(spare_.back());
+  spare_.pop_back();
+  node.key() = number;
+  node.mapped() = std::move(entry);
+  entries_.insert(std::move(node));
   return number;
 }
 
@@ -61,8 +69,9 @@ bool HandleTable::Poll(int64_t number) const {
 nb::object HandleTable::Synchronize(int64_t number) {
   auto it = entries_.find(number);
   if (it == entries_.end()) return nb::none();
-  Entry e = std::move(it->second);
-  entries_.erase(it);
+  Entries::node_type node = entries_.extract(it);
+  Entry e = std::move(node.mapped());  // leaves the node holding nothing
+  spare_.push_back(std::move(node));
   if (e.core.is_valid()) {
     for (nb::handle h : e.core) Wait(nb::cast<const Handle&>(h));
   } else {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 namespace horovod {
 
@@ -25,6 +26,8 @@ class HandleTable {
   // The exception types bad input and a failed operation raise.
   HandleTable(nanobind::object invalid_argument_error,
               nanobind::object internal_error);
+  HandleTable(const HandleTable&) = delete;
+  HandleTable& operator=(const HandleTable&) = delete;
 
   // Raises `st` (not OK) as the type its code maps to.
   [[noreturn]] void Raise(const Status& st) const;
@@ -61,9 +64,14 @@ class HandleTable {
   [[noreturn]] void RaiseAs(const nanobind::object& type,
                             const char* message) const;
 
+  using Entries = std::unordered_map<int64_t, Entry>;
+
   nanobind::object invalid_argument_error_;
   nanobind::object internal_error_;
-  std::unordered_map<int64_t, Entry> entries_;
+  Entries entries_;
+  // Nodes of synchronized entries (emptied), refiled under new numbers, so
+  // a steady step's calls allocate no map node.
+  std::vector<Entries::node_type> spare_;
   int64_t next_ = 0;
 };
 

@@ -86,3 +86,15 @@ def test_a_failing_finish_propagates_and_the_entry_is_gone():
     with pytest.raises(RuntimeError, match="finish failed"):
         t.synchronize(h)
     assert t.synchronize(h) is None
+
+
+def test_numbers_stay_fresh_when_entries_are_refiled():
+    t = table()
+    done = set()
+    for _ in range(3):  # later entries reuse the synchronized ones' storage
+        hs = [t.add([], None, Payload()) for _ in range(4)]
+        assert not done & set(hs)
+        for h in hs:
+            assert t.synchronize(h) is not None
+        done |= set(hs)
+    assert all(t.synchronize(h) is None for h in done)
