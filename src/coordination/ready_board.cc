@@ -7,25 +7,30 @@
 
 namespace horovod {
 
-// The round counter has a cache line of its own: peers poll it while its
-// owner writes the halves.
-struct ReadyBoard::Header {
-  std::atomic<uint64_t> round;
-  char pad[56];
-};
-
-// One round's content. Entries are (slot, carried bytes) pairs.
+// One round's content. Its first cache line holds the round number, the
+// counts and the first entries, and the carried bytes follow right after
+// the entries, so a round of one small tensor is a single line: a peer
+// reading it takes one cache miss, and the poster one ownership transfer.
+// Entries are (slot, carried bytes) pairs.
 struct ReadyBoard::Half {
+  std::atomic<uint64_t> round;  // the round this half holds; written last
   uint64_t epoch;
   int64_t fusion_threshold;
   uint32_t count;
   uint32_t payload_bytes;
-  char pad[40];
-  uint32_t entries[2 * kMaxSlots];
-  char payload[kPayloadBytes];
+  // count pairs, then payload_bytes bytes
+  uint32_t entries[2 * kMaxSlots + kPayloadBytes / 4 + 8];
+
+  const char* payload() const {
+    return reinterpret_cast<const char*>(entries + 2 * count);
+  }
 };
 
-size_t ReadyBoard::AreaBytes() { return sizeof(Header) + 2 * sizeof(Half); }
+size_t ReadyBoard::AreaBytes() {
+  // Each half starts a cache line (areas do).
+  static_assert(sizeof(Half) % 64 == 0, "halves are whole cache lines");
+  return 2 * sizeof(Half);
+}
 
 ReadyBoard::ReadyBoard(std::vector<char*> areas, int me, uint32_t capacity,
                        std::function<void(int)> wake)
@@ -39,17 +44,17 @@ ReadyBoard::ReadyBoard(std::vector<char*> areas, int me, uint32_t capacity,
                 "the round counter is shared between processes");
 }
 
-ReadyBoard::Header* ReadyBoard::header(int m) const {
-  return reinterpret_cast<Header*>(areas_[m]);
-}
-
 ReadyBoard::Half* ReadyBoard::half(int m, uint64_t round) const {
-  return reinterpret_cast<Half*>(areas_[m] + sizeof(Header)) + (round & 1);
+  return reinterpret_cast<Half*>(areas_[m]) + (round & 1);
 }
 
+// A member is at most one round ahead of us (it posts round k + 1 only
+// after reading our round k), so each half holds either the round its parity
+// expects or the one two before.
 bool ReadyBoard::Behind() const {
   for (int m = 0; m < size(); ++m)
-    if (m != me_ && header(m)->round.load(std::memory_order_acquire) > posted_)
+    if (m != me_ &&
+        half(m, posted_ + 1)->round.load(std::memory_order_acquire) > posted_)
       return true;
   return false;
 }
@@ -62,6 +67,8 @@ void ReadyBoard::Post(uint64_t epoch, int64_t fusion_threshold,
   h->epoch = epoch;
   h->fusion_threshold = fusion_threshold;
   const size_t n = std::min(offers.size(), kMaxSlots);
+  h->count = static_cast<uint32_t>(n);
+  char* payload = const_cast<char*>(h->payload());
   uint32_t used = 0;
   for (size_t i = 0; i < n; ++i) {
     uint32_t bytes = offers[i].bytes;
@@ -69,13 +76,12 @@ void ReadyBoard::Post(uint64_t epoch, int64_t fusion_threshold,
     h->entries[2 * i] = offers[i].slot;
     h->entries[2 * i + 1] = bytes;
     if (bytes > 0) {
-      fill(i, h->payload + used);
+      fill(i, payload + used);
       used += bytes;
     }
   }
-  h->count = static_cast<uint32_t>(n);
   h->payload_bytes = used;
-  header(me_)->round.store(round, std::memory_order_release);
+  h->round.store(round, std::memory_order_release);
   posted_ = round;
   for (int m = 0; m < size(); ++m)
     if (m != me_) wake_(m);
@@ -103,7 +109,7 @@ Status ReadyBoard::Check(int m, const Half& h) const {
 bool ReadyBoard::Readable() const {
   if (!open()) return false;
   for (int m = 0; m < size(); ++m)
-    if (header(m)->round.load(std::memory_order_acquire) < posted_)
+    if (half(m, posted_)->round.load(std::memory_order_acquire) < posted_)
       return false;
   return true;
 }
@@ -147,8 +153,8 @@ Status ReadyBoard::Poll(bool* complete, Result* out) {
     out->slots.push_back(slot);
     out->carried_bytes.push_back(carried);
     for (int m = 0; m < n; ++m)
-      out->payloads.push_back(carried > 0 ? half(m, round)->payload + offset_[m]
-                                          : nullptr);
+      out->payloads.push_back(
+          carried > 0 ? half(m, round)->payload() + offset_[m] : nullptr);
   }
   return Status::OK();
 }

@@ -93,9 +93,7 @@ class ReadyBoard {
   Status Poll(bool* complete, Result* out);
 
  private:
-  struct Header;
   struct Half;
-  Header* header(int m) const;
   Half* half(int m, uint64_t round) const;
   Status Check(int m, const Half& h) const;
 

@@ -19,10 +19,10 @@ struct Boards {
   explicit Boards(int n)
       : memory(n, std::vector<uint64_t>(ReadyBoard::AreaBytes() / 8 + 1, 0)),
         rings(n) {}
-  ReadyBoard Make(int me) {
+  ReadyBoard Make(int me, uint32_t capacity = kCapacity) {
     std::vector<char*> areas;
     for (auto& m : memory) areas.push_back(reinterpret_cast<char*>(m.data()));
-    return ReadyBoard(areas, me, kCapacity, [this](int m) { rings[m]++; });
+    return ReadyBoard(areas, me, capacity, [this](int m) { rings[m]++; });
   }
   std::vector<std::vector<uint64_t>> memory;
   std::vector<std::atomic<int>> rings;
@@ -105,6 +105,34 @@ TEST(ReadyBoard, PayloadBeyondTheBoardGoesByCollective) {
   EXPECT_EQ(r.slots, (std::vector<uint32_t>{1, 2, 3}));
   EXPECT_EQ(r.carried_bytes, (std::vector<uint32_t>{big, 0, 16}));
   EXPECT_EQ(r.payload(2, 1)[0], 'b');
+}
+
+// The most slots with the most carried bytes fit a board, and every
+// tensor's bytes are read back from where its member wrote them.
+TEST(ReadyBoard, AFullRoundKeepsEveryTensorsBytes) {
+  constexpr uint32_t kSlots = ReadyBoard::kMaxSlots;
+  constexpr uint32_t kBytes = ReadyBoard::kPayloadBytes / kSlots;
+  Boards boards(2);
+  ReadyBoard a = boards.Make(0, kSlots), b = boards.Make(1, kSlots);
+  Offers offers;
+  for (uint32_t s = 0; s < kSlots; ++s) offers.push_back({s, kBytes});
+  auto post = [&](ReadyBoard& board, int member) {
+    board.Post(0, 1000, offers, [&](size_t i, char* dst) {
+      for (uint32_t j = 0; j < kBytes; ++j)
+        dst[j] = static_cast<char>(i * 7 + j + member * 3);
+    });
+  };
+  post(a, 0);
+  post(b, 1);
+  ReadyBoard::Result r = Read(a);
+  ASSERT_EQ(r.slots.size(), kSlots);
+  for (uint32_t k = 0; k < kSlots; ++k) {
+    ASSERT_EQ(r.carried_bytes[k], kBytes) << k;
+    for (int m = 0; m < 2; ++m)
+      for (uint32_t j = 0; j < kBytes; ++j)
+        ASSERT_EQ(r.payload(k, m)[j], static_cast<char>(k * 7 + j + m * 3))
+            << "slot " << k << " member " << m << " byte " << j;
+  }
 }
 
 TEST(ReadyBoard, MalformedBoardsAreRefused) {
