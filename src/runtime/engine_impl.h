@@ -80,6 +80,13 @@ inline constexpr auto kWaitNoticeAfter = std::chrono::milliseconds(1);
 // work nobody waits for yet (async ops, rank 0 coordinating idle ranks)
 // starts at most this late.
 inline constexpr auto kParkGrace = std::chrono::milliseconds(1);
+// A caller that drove lately and is still submitting (something arrived
+// within the last kParkGrace) will be back to wait on what it submits: the
+// loop thread stands aside longer, up to kBurstHold after that drive.
+// Taking the first part of such a burst on its own would run it as a
+// separate, partial round, competing for the core with the submitting
+// thread.
+inline constexpr auto kBurstHold = std::chrono::milliseconds(10);
 // How often a waiter that cannot drive yet looks again (try_lock only: a
 // blocking lock could outlast the waiter's timeout while the holder waits
 // inside a collective).
@@ -176,8 +183,8 @@ class EngineImpl {
   // The loop thread: drives whenever no waiting caller does.
   void Loop();
 
-  // Parks the loop thread while callers drive and for kParkGrace after;
-  // false: ask again.
+  // Parks the loop thread while callers drive, for kParkGrace after, and
+  // while a burst of submissions goes on (kBurstHold); false: ask again.
   bool MayDrive();
 
   // A waiting caller's turn (DriveGate): run steps from `start` until `h`
@@ -338,6 +345,7 @@ class EngineImpl {
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::atomic<bool> parked_{false};
+  uint64_t adds_seen_ = 0;  // queue_.Adds() at the last look (park_mu_)
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> loop_done_{false};
   bool shutdown_sent_ = false;

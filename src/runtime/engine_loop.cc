@@ -63,10 +63,17 @@ void EngineImpl::Loop() {
 
 bool EngineImpl::MayDrive() {
   std::unique_lock<std::mutex> lock(park_mu_);
-  auto quiet_since = Clock::time_point(Clock::duration(last_drive_end_));
-  if (callers_.load() == 0 &&
-      (Clock::now() - quiet_since >= kParkGrace || shutdown_requested_.load()))
-    return true;
+  auto quiet =
+      Clock::now() - Clock::time_point(Clock::duration(last_drive_end_.load()));
+  if (callers_.load() == 0) {
+    if (shutdown_requested_.load()) return true;
+    if (quiet >= kParkGrace) {
+      const uint64_t adds = queue_.Adds();
+      const bool burst = adds != adds_seen_;
+      adds_seen_ = adds;
+      if (!burst || quiet >= kBurstHold) return true;
+    }
+  }
   parked_.store(true);
   park_cv_.wait_for(lock, kParkGrace);
   parked_.store(false);

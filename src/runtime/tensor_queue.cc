@@ -64,6 +64,8 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
       added_.push_back(t);
     }
     pending_.store(true, std::memory_order_relaxed);
+    adds_.store(adds_.load(std::memory_order_relaxed) + 1,
+                std::memory_order_relaxed);
     // The states are unshared until handed out (StateFor).
     for (size_t i = 0; i < n; ++i) {
       HandleState* state = added_[i]->entry.handle.get();

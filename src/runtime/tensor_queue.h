@@ -116,6 +116,9 @@ class TensorQueue {
   // hint read without the lock, once a loop step, to tell waiting for work
   // from waiting on peers.
   bool Pending() const;
+  // How many Adds have succeeded so far: whether submissions are still
+  // arriving, read without the lock.
+  uint64_t Adds() const { return adds_.load(std::memory_order_relaxed); }
   // Copies the in-flight request under `key`; false if there is none.
   bool Find(const std::string& key, Request* out);
   // The keys of the in-flight entries behind `handles`, sorted, each once;
@@ -169,6 +172,7 @@ class TensorQueue {
   std::string key_;                   // lookups, reused
   std::vector<QueuedTensor*> fresh_;
   std::atomic<bool> pending_{false};  // queued_ > 0, set under mu_
+  std::atomic<uint64_t> adds_{0};     // written under mu_
   Status closed_;
   int wake_fd_;
   std::function<void()> wake_hook_;

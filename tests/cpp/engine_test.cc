@@ -381,8 +381,9 @@ double ThreadCpuSeconds() {
 // Waiting threads drive the loop (HOROVOD_CALLER_DRIVES=1) or leave it to
 // the loop thread (0). Either way: several threads per rank waiting on
 // synchronous ops at once, async ops nobody waits on (only polled, so the
-// loop thread must take over once the waiters leave), and a wait that times
-// out while this rank drives and later completes. Whether the waiter drove
+// loop thread must take over once the waiters leave, also while more keep
+// coming), and a wait that times out while this rank drives and later
+// completes. Whether the waiter drove
 // shows in its own CPU time: reducing 32 MiB takes milliseconds of it, a
 // sleeping waiter microseconds.
 class EngineDrivers : public ::testing::TestWithParam<const char*> {};
@@ -455,6 +456,35 @@ TEST_P(EngineDrivers, ConcurrentWaitersPollingAndTimeouts) {
         for (size_t i = 0; i < a.size(); ++i)
           if (!hs[i].Poll() || !hs[i].status().ok() || a[i] != 3.f)
             *fail += "polled;";
+
+        // Async ops submitted one after another right after a synchronous
+        // one: the loop thread stands aside while such a burst goes on (its
+        // submitter may come back to wait), but not for long. The first op
+        // completes while the stream still runs, though nobody waits on it.
+        {
+          float first = 1.f;
+          TensorView ft{&first, DataType::kFloat32, {1}};
+          CollectiveArgs args;
+          args.name = "stream.sync";
+          Handle h;
+          if (!e->Allreduce(ft, args, &h).ok() || !h.Wait(60).ok())
+            *fail += "stream sync;";
+          const int count = 600;
+          std::vector<float> vs(count, 1.f);
+          std::vector<Handle> stream(count);
+          int done_at = -1;
+          for (int i = 0; i < count; ++i) {
+            TensorView tv{&vs[i], DataType::kFloat32, {1}};
+            args.name = "stream." + std::to_string(i);
+            if (!e->Allreduce(tv, args, &stream[i]).ok()) *fail += "stream;";
+            if (done_at < 0 && stream[0].Poll()) done_at = i;
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          }
+          for (int i = 0; i < count; ++i)
+            if (!stream[i].Wait(60).ok() || vs[i] != 3.f) *fail += "stream;";
+          if (done_at < 0)
+            *fail += "nothing of a stream of submissions ran until it ended;";
+        }
 
         float late = 1.f;
         TensorView tv{&late, DataType::kFloat32, {1}};
