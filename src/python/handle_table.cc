@@ -10,7 +10,8 @@ namespace horovod {
 HandleTable::HandleTable(nb::object invalid_argument_error,
                          nb::object internal_error)
     : invalid_argument_error_(std::move(invalid_argument_error)),
-      internal_error_(std::move(internal_error)) {}
+      internal_error_(std::move(internal_error)),
+      engine_(nb::none()) {}
 
 void HandleTable::Raise(const Status& st) const {
   RaiseAs(st.code() == StatusCode::kInvalidArgument ? invalid_argument_error_

@@ -42,6 +42,17 @@ class HandleTable {
   // `finish` needs it.
   int64_t AddOne(Handle handle, nanobind::object finish,
                  nanobind::object arrays);
+  // The engine that enqueue_one submits to (None before init and after
+  // shutdown), bound by the adapter's engine listener so that a call
+  // passes no engine and reads no property.
+  void Bind(nanobind::object engine) { engine_ = std::move(engine); }
+  const nanobind::object& engine() const { return engine_; }
+  // The view and arguments enqueue_one rewrites each call: a steady step's
+  // calls allocate nothing, and they are not thread-local storage, which
+  // costs a lookup each use in a shared library (the GIL orders the calls).
+  TensorView& scratch_view() { return view_; }
+  CollectiveArgs& scratch_args() { return args_; }
+
   // True once every engine handle of `number` finished; ValueError for a
   // number that is unknown or already synchronized.
   bool Poll(int64_t number) const;
@@ -68,6 +79,9 @@ class HandleTable {
 
   nanobind::object invalid_argument_error_;
   nanobind::object internal_error_;
+  nanobind::object engine_;
+  TensorView view_;
+  CollectiveArgs args_;
   Entries entries_;
   // Nodes of synchronized entries (emptied), refiled under new numbers, so
   // a steady step's calls allocate no map node.

@@ -384,26 +384,38 @@ NB_MODULE(_core, m) {
            nb::arg("finish").none(), nb::arg("arrays").none())
       .def("poll", &HandleTable::Poll)
       .def("synchronize", &HandleTable::Synchronize)
+      // An engine listener (HorovodBasics.add_engine_listener): the engine
+      // after each init, None before each shutdown.
+      .def(
+          "bind",
+          [](HandleTable& table, nb::object engine) {
+            if (!engine.is_none() && !nb::isinstance<PyEngine>(engine))
+              throw nb::type_error("HandleTable.bind: an Engine or None");
+            table.Bind(std::move(engine));
+          },
+          nb::arg("engine").none())
       // One array, no splits or bfloat16 bits: the common collective, from
       // enqueue to its handle number in one call, with no list to marshal
-      // and no Python handle object. The name is `prefix`.`name` (just
-      // `prefix` when `name` is empty), joined here rather than as a Python
-      // string; the view and the args are this thread's from its last
-      // call, rewritten, so a steady step's calls allocate nothing on the
-      // way in. `keep` stays referenced until synchronize and is its result
-      // when `finish` is None. Raises the table's own error types, so
-      // callers need no Python frame to map them.
+      // and no Python handle object, on the bound engine. The name is
+      // `prefix`.`name` (just `prefix` when `name` is empty), joined here
+      // rather than as a Python string. `keep` stays referenced until
+      // synchronize and is its result when `finish` is None. Raises the
+      // table's own error types, so callers need no Python frame to map
+      // them.
       .def(
           "enqueue_one",
-          [](HandleTable& table, PyEngine& e, int op,
-             const nb::ndarray<>& array, nb::object keep, nb::object finish,
-             std::string_view prefix, std::string_view name, int reduce_op,
-             double prescale, double postscale, int root, int process_set) {
-            thread_local TensorView view;
-            thread_local CollectiveArgs args;
+          [](HandleTable& table, int op, const nb::ndarray<>& array,
+             nb::object keep, nb::object finish, std::string_view prefix,
+             std::string_view name, int reduce_op, double prescale,
+             double postscale, int root, int process_set) {
+            if (table.engine().is_none())
+              throw nb::value_error(
+                  "Horovod has not been initialized; use hvd.init().");
+            TensorView& view = table.scratch_view();
+            CollectiveArgs& args = table.scratch_args();
             Engine* eng = nullptr;
             try {
-              eng = &e.get();
+              eng = &nb::inst_ptr<PyEngine>(table.engine())->get();
               ToView(array, eng->rank(), &view);
             } catch (const nb::builtin_exception& x) {
               table.RaiseInvalidArgument(x.what());
@@ -418,10 +430,10 @@ NB_MODULE(_core, m) {
             return table.AddOne(std::move(handle), std::move(finish),
                                 std::move(keep));
           },
-          nb::arg("engine"), nb::arg("op"), nb::arg("array"),
-          nb::arg("keep").none(), nb::arg("finish").none(), nb::arg("prefix"),
-          nb::arg("name"), nb::arg("reduce_op"), nb::arg("prescale"),
-          nb::arg("postscale"), nb::arg("root"), nb::arg("process_set"));
+          nb::arg("op"), nb::arg("array"), nb::arg("keep").none(),
+          nb::arg("finish").none(), nb::arg("prefix"), nb::arg("name"),
+          nb::arg("reduce_op"), nb::arg("prescale"), nb::arg("postscale"),
+          nb::arg("root"), nb::arg("process_set"));
   // The XLA FFI handler's address, for jax.ffi.register_ffi_target.
   m.def("xla_collective_handler",
         [] { return reinterpret_cast<uintptr_t>(&HorovodXlaCollective); });

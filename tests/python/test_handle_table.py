@@ -98,3 +98,18 @@ def test_numbers_stay_fresh_when_entries_are_refiled():
             assert t.synchronize(h) is not None
         done |= set(hs)
     assert all(t.synchronize(h) is None for h in done)
+
+
+def test_enqueue_one_needs_a_bound_engine():
+    np = pytest.importorskip("numpy")
+    t = table()
+    a = np.ones(4, dtype=np.float32)
+    with pytest.raises(ValueError, match="not been initialized"):
+        t.enqueue_one(0, a.__dlpack__(), a, None, "allreduce", "x", 1, 1.0,
+                      1.0, 0, 0)
+    with pytest.raises(TypeError):
+        t.bind(Payload())
+    t.bind(None)  # what shutdown binds
+    with pytest.raises(ValueError, match="not been initialized"):
+        t.enqueue_one(0, a.__dlpack__(), a, None, "allreduce", "x", 1, 1.0,
+                      1.0, 0, 0)

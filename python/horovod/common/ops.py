@@ -106,6 +106,8 @@ class Collectives:
         # Its enqueue_one raises these two types itself.
         self.handles = _core.HandleTable(HorovodInvalidArgumentError,
                                          HorovodInternalError)
+        # Its enqueue_one submits to the engine of the moment.
+        basics.add_engine_listener(self.handles.bind)
         self._lock = threading.Lock()
         self._unnamed = {}
 
@@ -176,8 +178,8 @@ class Collectives:
         elif type(name) is not str:
             name = str(name)
         return self.handles.enqueue_one(
-            self._basics.engine, op, capsule, keep, finish, prefix, name,
-            reduce_op, prescale, postscale, root, ps)
+            op, capsule, keep, finish, prefix, name, reduce_op, prescale,
+            postscale, root, ps)
 
     def poll(self, handle):
         return self.handles.poll(handle)

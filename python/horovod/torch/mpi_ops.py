@@ -18,7 +18,6 @@ from horovod.common.topology import rank
 from horovod.torch.compression import Compression
 
 _collectives = _ops.process_collectives()
-_basics = _collectives.basics
 _handles = _collectives.handles  # for the per-call paths
 _OP = _ops.OpType
 _ALLREDUCE = _OP.allreduce.value
@@ -107,9 +106,10 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
             # A named gradient on the global set, as DistributedOptimizer
             # submits them: straight to the engine's handle table.
             return _handles.enqueue_one(
-                _basics.engine, _ALLREDUCE, _to_dlpack(tensor), tensor, None,
-                "allreduce", name, resolve_op(average, op), prescale_factor,
-                postscale_factor, 0, 0)
+                _ALLREDUCE, _to_dlpack(tensor), tensor, None, "allreduce",
+                name, op if average is None and op is not None else
+                resolve_op(average, op), prescale_factor, postscale_factor,
+                0, 0)
         return _collectives.enqueue_one(
             _ALLREDUCE, _to_dlpack(tensor), tensor, "allreduce", name, None,
             resolve_op(average, op), prescale_factor, postscale_factor,
