@@ -161,6 +161,32 @@ struct PyEngine {
   ~PyEngine() { Stop(); }
 };
 
+// enqueue_one's body (see its binding): one array to the table's engine,
+// filed under a new handle number.
+int64_t EnqueueOne(HandleTable& table, OpType op, const nb::ndarray<>& array,
+                   nb::object keep, nb::object finish, std::string_view prefix,
+                   std::string_view name, int reduce_op, double prescale,
+                   double postscale, int root, int process_set) {
+  if (table.engine().is_none())
+    throw nb::value_error("Horovod has not been initialized; use hvd.init().");
+  TensorView& view = table.scratch_view();
+  CollectiveArgs& args = table.scratch_args();
+  Engine* eng = nullptr;
+  try {
+    eng = &nb::inst_ptr<PyEngine>(table.engine())->get();
+    ToView(array, eng->rank(), &view);
+  } catch (const nb::builtin_exception& x) {
+    table.RaiseInvalidArgument(x.what());
+  }
+  args.name.assign(prefix);
+  if (!name.empty()) args.name.append(".").append(name);
+  SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
+  Handle handle;
+  Status st = eng->Enqueue(op, view, args, &handle);
+  if (!st.ok()) table.Raise(st);
+  return table.AddOne(std::move(handle), std::move(finish), std::move(keep));
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -408,32 +434,28 @@ NB_MODULE(_core, m) {
              nb::object keep, nb::object finish, std::string_view prefix,
              std::string_view name, int reduce_op, double prescale,
              double postscale, int root, int process_set) {
-            if (table.engine().is_none())
-              throw nb::value_error(
-                  "Horovod has not been initialized; use hvd.init().");
-            TensorView& view = table.scratch_view();
-            CollectiveArgs& args = table.scratch_args();
-            Engine* eng = nullptr;
-            try {
-              eng = &nb::inst_ptr<PyEngine>(table.engine())->get();
-              ToView(array, eng->rank(), &view);
-            } catch (const nb::builtin_exception& x) {
-              table.RaiseInvalidArgument(x.what());
-            }
-            args.name.assign(prefix);
-            if (!name.empty()) args.name.append(".").append(name);
-            SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
-            Handle handle;
-            Status st =
-                eng->Enqueue(static_cast<OpType>(op), view, args, &handle);
-            if (!st.ok()) table.Raise(st);
-            return table.AddOne(std::move(handle), std::move(finish),
-                                std::move(keep));
+            return EnqueueOne(table, static_cast<OpType>(op), array,
+                              std::move(keep), std::move(finish), prefix, name,
+                              reduce_op, prescale, postscale, root,
+                              process_set);
           },
           nb::arg("op"), nb::arg("array"), nb::arg("keep").none(),
           nb::arg("finish").none(), nb::arg("prefix"), nb::arg("name"),
           nb::arg("reduce_op"), nb::arg("prescale"), nb::arg("postscale"),
-          nb::arg("root"), nb::arg("process_set"));
+          nb::arg("root"), nb::arg("process_set"))
+      // enqueue_one for what DistributedOptimizer submits per gradient: an
+      // in-place allreduce named `allreduce.<name>` on the global set,
+      // whose result is `keep`. Few positional arguments, none of them
+      // None, and no argument names: nanobind then takes its simple call
+      // path, which costs less than enqueue_one's per call.
+      .def("allreduce_named",
+           [](HandleTable& table, const nb::ndarray<>& array, nb::object keep,
+              std::string_view name, int reduce_op, double prescale,
+              double postscale) {
+             return EnqueueOne(table, OpType::kAllreduce, array,
+                               std::move(keep), nb::none(), "allreduce", name,
+                               reduce_op, prescale, postscale, 0, 0);
+           });
   // The XLA FFI handler's address, for jax.ffi.register_ffi_target.
   m.def("xla_collective_handler",
         [] { return reinterpret_cast<uintptr_t>(&HorovodXlaCollective); });

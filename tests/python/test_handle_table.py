@@ -100,7 +100,7 @@ def test_numbers_stay_fresh_when_entries_are_refiled():
     assert all(t.synchronize(h) is None for h in done)
 
 
-def test_enqueue_one_needs_a_bound_engine():
+def test_enqueue_needs_a_bound_engine():
     np = pytest.importorskip("numpy")
     t = table()
     a = np.ones(4, dtype=np.float32)
@@ -113,3 +113,5 @@ def test_enqueue_one_needs_a_bound_engine():
     with pytest.raises(ValueError, match="not been initialized"):
         t.enqueue_one(0, a.__dlpack__(), a, None, "allreduce", "x", 1, 1.0,
                       1.0, 0, 0)
+    with pytest.raises(ValueError, match="not been initialized"):
+        t.allreduce_named(a.__dlpack__(), a, "x", 1, 1.0, 1.0)

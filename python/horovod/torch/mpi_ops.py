@@ -107,11 +107,10 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
         # submits them: straight to the engine's handle table, which
         # refuses a strided tensor (checked there, not by a call here).
         try:
-            return _handles.enqueue_one(
-                _ALLREDUCE, _to_dlpack(tensor), tensor, None, "allreduce",
-                name, op if average is None and op is not None else
-                resolve_op(average, op), prescale_factor, postscale_factor,
-                0, 0)
+            return _handles.allreduce_named(
+                _to_dlpack(tensor), tensor, name,
+                op if average is None and op is not None else
+                resolve_op(average, op), prescale_factor, postscale_factor)
         except HorovodInvalidArgumentError:
             if tensor.is_contiguous():
                 raise
