@@ -18,9 +18,11 @@ struct ReadyBoard::Half {
   int64_t fusion_threshold;
   uint32_t count;
   uint32_t payload_bytes;
-  // count pairs, then payload_bytes bytes
+  // count pairs, then payload_bytes bytes; the last 8 words pad the half
+  // to whole cache lines
   uint32_t entries[2 * kMaxSlots + kPayloadBytes / 4 + 8];
 
+  char* payload() { return reinterpret_cast<char*>(entries + 2 * count); }
   const char* payload() const {
     return reinterpret_cast<const char*>(entries + 2 * count);
   }
@@ -68,7 +70,7 @@ void ReadyBoard::Post(uint64_t epoch, int64_t fusion_threshold,
   h->fusion_threshold = fusion_threshold;
   const size_t n = std::min(offers.size(), kMaxSlots);
   h->count = static_cast<uint32_t>(n);
-  char* payload = const_cast<char*>(h->payload());
+  char* payload = h->payload();
   uint32_t used = 0;
   for (size_t i = 0; i < n; ++i) {
     uint32_t bytes = offers[i].bytes;

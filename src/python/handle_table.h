@@ -47,11 +47,6 @@ class HandleTable {
   // passes no engine and reads no property.
   void Bind(nanobind::object engine) { engine_ = std::move(engine); }
   const nanobind::object& engine() const { return engine_; }
-  // The view and arguments enqueue_one rewrites each call: a steady step's
-  // calls allocate nothing, and they are not thread-local storage, which
-  // costs a lookup each use in a shared library (the GIL orders the calls).
-  TensorView& scratch_view() { return view_; }
-  CollectiveArgs& scratch_args() { return args_; }
 
   // True once every engine handle of `number` finished; ValueError for a
   // number that is unknown or already synchronized.
@@ -80,8 +75,6 @@ class HandleTable {
   nanobind::object invalid_argument_error_;
   nanobind::object internal_error_;
   nanobind::object engine_;
-  TensorView view_;
-  CollectiveArgs args_;
   Entries entries_;
   // Nodes of synchronized entries (emptied), refiled under new numbers, so
   // a steady step's calls allocate no map node.

@@ -146,6 +146,11 @@ void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
 // through the process's binding, from start until shutdown.
 struct PyEngine {
   std::unique_ptr<Engine> engine;
+  // The view and arguments EnqueueOne rewrites each call: a steady step's
+  // calls allocate nothing, and they are not thread-local storage, which
+  // costs a lookup each use in a shared library (the GIL orders the calls).
+  TensorView view;
+  CollectiveArgs args;
   Engine& get() {
     if (!engine) throw nb::value_error("Horovod has been shut down");
     return *engine;
@@ -169,11 +174,12 @@ int64_t EnqueueOne(HandleTable& table, OpType op, const nb::ndarray<>& array,
                    double postscale, int root, int process_set) {
   if (table.engine().is_none())
     throw nb::value_error("Horovod has not been initialized; use hvd.init().");
-  TensorView& view = table.scratch_view();
-  CollectiveArgs& args = table.scratch_args();
+  PyEngine& pe = *nb::inst_ptr<PyEngine>(table.engine());
+  TensorView& view = pe.view;
+  CollectiveArgs& args = pe.args;
   Engine* eng = nullptr;
   try {
-    eng = &nb::inst_ptr<PyEngine>(table.engine())->get();
+    eng = &pe.get();
     ToView(array, eng->rank(), &view);
   } catch (const nb::builtin_exception& x) {
     table.RaiseInvalidArgument(x.what());
