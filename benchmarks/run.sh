@@ -19,6 +19,9 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 ANCHORS=${ANCHORS:-$REPO/../shared/bench}
 NPS=${NPS:-"2 4"}
 BUDGET=${BUDGET:-1.0}
+# Training rows: rounds, each running the np=1 and np=2 cases (and their
+# anchors) back to back; the report takes the median of each round's ratio.
+ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-$REPO/benchmarks/results/$(date -u +%Y-%m-%d)}
 SECTIONS=${*:-"anchors engine hosts python frameworks busy fusion autotune training"}
 # multihost: the links' rates (tbf; this kernel has no netem, so no delay).
@@ -109,19 +112,20 @@ frameworks() {
     # memory, each call faults in new pages (about 0.4 GB/s on this VM).
     run hvd-jax-jit-nokeep-np$np horovodrun -np $np env HOROVOD_KEEP_FREED_MEMORY=0 python benchmarks/framework_allreduce.py --framework jax --jit -l hvd-jax-jit-nokeep $S
   done
-  local K=benchmarks/keras_synthetic.py
-  for np in 1 2; do
-    run train-keras-np$np horovodrun -np $np python $K --mode hvd
-    run train-keras-loop-np$np horovodrun -np $np python $K --mode hvd-loop
+  local K=benchmarks/keras_synthetic.py r a b
+  for r in $(seq "$ROUNDS"); do
+    for np in 1 2; do
+      run train-keras-np$np-r$r horovodrun -np $np python $K --mode hvd
+      run train-keras-loop-np$np-r$r horovodrun -np $np python $K --mode hvd-loop
+    done
+    run train-keras-mwms-np2-r$r python $K --mode mwms --np 2
+    ( HOROVOD_RANK=0 HOROVOD_SIZE=1 python $K --mode hvd > "$OUT/train-keras-solo-a-r$r.txt" 2>&1 &
+      HOROVOD_RANK=0 HOROVOD_SIZE=1 python $K --mode hvd > "$OUT/train-keras-solo-b-r$r.txt" 2>&1
+      wait )
+    a=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-a-r$r.txt" | cut -d, -f4)
+    b=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-b-r$r.txt" | cut -d, -f4)
+    echo "TRAIN,keras-2-solo,2,$(python -c "print(${a:-nan} + ${b:-nan})")" >> "$OUT/results.csv"
   done
-  run train-keras-mwms-np2 python $K --mode mwms --np 2
-  ( HOROVOD_RANK=0 HOROVOD_SIZE=1 python $K --mode hvd > "$OUT/train-keras-solo-a.txt" 2>&1 &
-    HOROVOD_RANK=0 HOROVOD_SIZE=1 python $K --mode hvd > "$OUT/train-keras-solo-b.txt" 2>&1
-    wait )
-  local a b
-  a=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-a.txt" | cut -d, -f4)
-  b=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-b.txt" | cut -d, -f4)
-  echo "TRAIN,keras-2-solo,2,$(python -c "print(${a:-nan} + ${b:-nan})")" >> "$OUT/results.csv"
 }
 
 # A busy machine: two processes on the 2 cores beside an np=2 job, as data
@@ -170,15 +174,17 @@ clusters() {
 
 training() {
   local A="--model resnet18 --batch-size 16 --image-size 64 --num-warmup-batches 3 --num-batches-per-iter 5 --num-iters 5 --num-threads 1"
-  local total
-  for np in 1 2; do
-    run train-hvd-np$np horovodrun -np $np python examples/pytorch_synthetic_benchmark.py $A --no-cuda
-    total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-hvd-np$np.txt" | awk '{print $NF}')
-    echo "TRAIN,hvd,$np,${total:-nan}" >> "$OUT/results.csv"
+  local total r np
+  for r in $(seq "$ROUNDS"); do
+    for np in 1 2; do
+      run train-hvd-np$np-r$r horovodrun -np $np python examples/pytorch_synthetic_benchmark.py $A --no-cuda
+      total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-hvd-np$np-r$r.txt" | awk '{print $NF}')
+      echo "TRAIN,hvd,$np,${total:-nan}" >> "$OUT/results.csv"
+    done
+    run train-ddp-np2-r$r torchrun --standalone --nproc_per_node 2 benchmarks/ddp_synthetic.py $A
+    total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-ddp-np2-r$r.txt" | awk '{print $NF}')
+    echo "TRAIN,ddp,2,${total:-nan}" >> "$OUT/results.csv"
   done
-  run train-ddp-np2 torchrun --standalone --nproc_per_node 2 benchmarks/ddp_synthetic.py $A
-  total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-ddp-np2.txt" | awk '{print $NF}')
-  echo "TRAIN,ddp,2,${total:-nan}" >> "$OUT/results.csv"
 }
 
 # Two test hosts (tests/multihost/testhosts.py), 2 ranks each, every host's

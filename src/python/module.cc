@@ -1,7 +1,8 @@
 // horovod._core: the one seam between Python and the engine. Tensors come in
-// through DLPack (nanobind's ndarray import) and engine-allocated outputs go
-// back out as DLPack, so no framework header is ever compiled in. No logic
-// lives here beyond conversion; waits release the GIL.
+// through DLPack (capsules read in place, other exporters through nanobind's
+// ndarray import) and engine-allocated outputs go back out as DLPack, so no
+// framework header is ever compiled in. No logic lives here beyond
+// conversion; waits release the GIL.
 #include <horovod/engine.h>
 #include <horovod/framework_api.h>
 #include <nanobind/nanobind.h>
@@ -11,6 +12,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
 #include <memory>
 
 #include "common/knobs.h"
@@ -100,35 +102,70 @@ nb::dlpack::dtype ToDlpack(DataType t) {
   throw std::runtime_error(st.message());
 }
 
-// Writes `a` into `*v`, whose shape keeps its capacity (callers reuse one
-// view call after call).
-void ToView(const nb::ndarray<>& a, int rank, TensorView* out) {
+// Writes the DLPack tensor `t` into `*out`, whose shape keeps its capacity
+// (callers reuse one view call after call).
+void ToView(const nb::dlpack::dltensor& t, int rank, TensorView* out) {
   TensorView& v = *out;
   v.device = -1;
   v.shape.clear();
-  if (!ToDataType(a.dtype(), &v.dtype))
+  if (!ToDataType(t.dtype, &v.dtype))
     throw nb::value_error(
         ("unsupported tensor dtype (rank " + std::to_string(rank) +
          "): horovod supports uint8, int8, int16, int32, int64, float16, "
          "bfloat16, float32, float64 and bool")
             .c_str());
-  if (a.device_type() != nb::device::cpu::value) v.device = a.device_id();
-  v.data = a.data();
-  int64_t expect = 1;
-  for (size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) != 1 && a.stride(i) != expect)
-      throw nb::value_error(
-          ("tensor must be contiguous (rank " + std::to_string(rank) + ")")
-              .c_str());
-    expect *= a.shape(i);
+  if (t.device.device_type != nb::device::cpu::value)
+    v.device = t.device.device_id;
+  v.data = static_cast<char*>(t.data) + t.byte_offset;
+  // No strides: compact and row-major, by DLPack's definition.
+  if (t.strides != nullptr) {
+    int64_t expect = 1;
+    for (int32_t i = t.ndim; i-- > 0;) {
+      if (t.shape[i] != 1 && t.strides[i] != expect)
+        throw nb::value_error(
+            ("tensor must be contiguous (rank " + std::to_string(rank) + ")")
+                .c_str());
+      expect *= t.shape[i];
+    }
   }
-  for (size_t i = 0; i < a.ndim(); ++i) v.shape.push_back(a.shape(i));
+  v.shape.assign(t.shape, t.shape + t.ndim);
+}
+
+// The DLPack tensor behind an imported ndarray.
+nb::dlpack::dltensor TensorOf(const nb::ndarray<>& a) {
+  nb::dlpack::dltensor t;
+  t.data = a.data();
+  t.device.device_type = a.device_type();
+  t.device.device_id = a.device_id();
+  t.ndim = static_cast<int32_t>(a.ndim());
+  t.dtype = a.dtype();
+  t.shape = const_cast<int64_t*>(a.shape_ptr());
+  t.strides = const_cast<int64_t*>(a.stride_ptr());
+  return t;
 }
 
 TensorView ToView(const nb::ndarray<>& a, int rank) {
   TensorView v;
-  ToView(a, rank, &v);
+  ToView(TensorOf(a), rank, &v);
   return v;
+}
+
+// The tensor of an unconsumed DLPack capsule (what the frameworks' exports
+// return), read where it lies, or null for any other object. nanobind's
+// ndarray import would wrap it in a counted handle, an allocation and a
+// release on every per-gradient call; read in place, the capsule stays the
+// exporter's, and its destructor frees the tensor. The caller keeps the
+// capsule alive while it reads.
+const nb::dlpack::dltensor* CapsuleTensor(nb::handle h) {
+  if (!PyCapsule_CheckExact(h.ptr())) return nullptr;
+  const char* name = PyCapsule_GetName(h.ptr());
+  if (name == nullptr || std::strcmp(name, "dltensor") != 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  // A DLManagedTensor starts with its DLTensor.
+  return static_cast<const nb::dlpack::dltensor*>(
+      PyCapsule_GetPointer(h.ptr(), name));
 }
 
 // Sets the arguments Python passes as numbers; the name and splits are
@@ -166,10 +203,23 @@ struct PyEngine {
   ~PyEngine() { Stop(); }
 };
 
+// Calls f with the tensor of `array`: a DLPack capsule's read in place,
+// any other DLPack exporter's through nanobind's import (alive during f).
+template <typename F>
+int64_t WithTensor(nb::handle array, F&& f) {
+  if (const nb::dlpack::dltensor* t = CapsuleTensor(array)) return f(*t);
+  nb::ndarray<> a;
+  if (!nb::try_cast(array, a))
+    throw nb::type_error(
+        "expected a DLPack capsule or an object with __dlpack__");
+  return f(TensorOf(a));
+}
+
 // enqueue_one's body (see its binding): one array to the table's engine,
 // filed under a new handle number.
-int64_t EnqueueOne(HandleTable& table, OpType op, const nb::ndarray<>& array,
-                   nb::object keep, nb::object finish, std::string_view prefix,
+int64_t EnqueueOne(HandleTable& table, OpType op,
+                   const nb::dlpack::dltensor& array, nb::object keep,
+                   nb::object finish, std::string_view prefix,
                    std::string_view name, int reduce_op, double prescale,
                    double postscale, int root, int process_set) {
   if (table.engine().is_none())
@@ -436,14 +486,16 @@ NB_MODULE(_core, m) {
       // them.
       .def(
           "enqueue_one",
-          [](HandleTable& table, int op, const nb::ndarray<>& array,
-             nb::object keep, nb::object finish, std::string_view prefix,
-             std::string_view name, int reduce_op, double prescale,
-             double postscale, int root, int process_set) {
-            return EnqueueOne(table, static_cast<OpType>(op), array,
-                              std::move(keep), std::move(finish), prefix, name,
-                              reduce_op, prescale, postscale, root,
-                              process_set);
+          [](HandleTable& table, int op, nb::handle array, nb::object keep,
+             nb::object finish, std::string_view prefix, std::string_view name,
+             int reduce_op, double prescale, double postscale, int root,
+             int process_set) {
+            return WithTensor(array, [&](const nb::dlpack::dltensor& t) {
+              return EnqueueOne(table, static_cast<OpType>(op), t,
+                                std::move(keep), std::move(finish), prefix,
+                                name, reduce_op, prescale, postscale, root,
+                                process_set);
+            });
           },
           nb::arg("op"), nb::arg("array"), nb::arg("keep").none(),
           nb::arg("finish").none(), nb::arg("prefix"), nb::arg("name"),
@@ -455,12 +507,14 @@ NB_MODULE(_core, m) {
       // None, and no argument names: nanobind then takes its simple call
       // path, which costs less than enqueue_one's per call.
       .def("allreduce_named",
-           [](HandleTable& table, const nb::ndarray<>& array, nb::object keep,
+           [](HandleTable& table, nb::handle array, nb::object keep,
               std::string_view name, int reduce_op, double prescale,
               double postscale) {
-             return EnqueueOne(table, OpType::kAllreduce, array,
-                               std::move(keep), nb::none(), "allreduce", name,
-                               reduce_op, prescale, postscale, 0, 0);
+             return WithTensor(array, [&](const nb::dlpack::dltensor& t) {
+               return EnqueueOne(table, OpType::kAllreduce, t, std::move(keep),
+                                 nb::none(), "allreduce", name, reduce_op,
+                                 prescale, postscale, 0, 0);
+             });
            });
   // The XLA FFI handler's address, for jax.ffi.register_ffi_target.
   m.def("xla_collective_handler",

@@ -115,3 +115,37 @@ def test_enqueue_needs_a_bound_engine():
                       1.0, 0, 0)
     with pytest.raises(ValueError, match="not been initialized"):
         t.allreduce_named(a.__dlpack__(), a, "x", 1, 1.0, 1.0)
+
+
+def test_enqueue_takes_capsules_and_dlpack_exporters_only():
+    # Capsules are read in place; anything else goes through nanobind's
+    # import, which takes objects with __dlpack__ (and then meets the
+    # unbound engine) and refuses the rest, a consumed capsule included.
+    np = pytest.importorskip("numpy")
+    t = table()
+    a = np.ones(4, dtype=np.float32)
+    with pytest.raises(ValueError, match="not been initialized"):
+        t.allreduce_named(a, a, "x", 1, 1.0, 1.0)
+    for bad in (Payload(), "tensor", 3):
+        with pytest.raises(TypeError, match="DLPack"):
+            t.allreduce_named(bad, a, "x", 1, 1.0, 1.0)
+        with pytest.raises(TypeError, match="DLPack"):
+            t.enqueue_one(0, bad, a, None, "allreduce", "x", 1, 1.0, 1.0, 0,
+                          0)
+    used = a.__dlpack__()
+    np.from_dlpack(_Exporter(used))  # consumes it
+    with pytest.raises(TypeError, match="DLPack"):
+        t.allreduce_named(used, a, "x", 1, 1.0, 1.0)
+
+
+class _Exporter:
+    """Hands NumPy one given capsule."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)

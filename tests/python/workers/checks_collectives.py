@@ -86,6 +86,13 @@ def check_allreduce_in_place_non_contiguous():
     assert not tr.is_contiguous()
     hvd.allreduce_(tr, op=hvd.Sum, name="non_contiguous.t")
     close(tr, torch.arange(12.).reshape(3, 4).t() * sum(k + 1 for k in ranks))
+    # A contiguous tail of a larger tensor: the reduction starts at its
+    # offset, and the elements before it stay as they were.
+    whole = torch.arange(8.) * (r + 1)
+    tail = whole[3:]
+    hvd.allreduce_(tail, op=hvd.Sum, name="offset.tail")
+    close(whole, torch.cat([torch.arange(3.) * (r + 1),
+                            torch.arange(3., 8.) * sum(k + 1 for k in ranks)]))
 
 
 def check_allreduce_scalar_and_empty():
