@@ -27,7 +27,16 @@ bool ShmCollectiveGroup::AnyOverlap(const Piece* pieces, size_t n,
       }
   }
   if (ranges_.size() < 2) return false;
-  std::sort(ranges_.begin(), ranges_.end());
+  // Frameworks allocate a model's tensors one after another, and submit
+  // them in that order or its reverse: then the ranges come sorted either
+  // way, and one pass over neighbours answers without sorting.
+  auto ascending = [](const auto& a, const auto& b) {
+    return a.first < b.first;
+  };
+  if (std::is_sorted(ranges_.rbegin(), ranges_.rend(), ascending))
+    std::reverse(ranges_.begin(), ranges_.end());
+  else if (!std::is_sorted(ranges_.begin(), ranges_.end(), ascending))
+    std::sort(ranges_.begin(), ranges_.end());
   for (size_t i = 1; i < ranges_.size(); ++i)
     if (ranges_[i].first < ranges_[i - 1].second) return true;
   return false;

@@ -326,6 +326,11 @@ enum class Layout {
   kInPlace,     // each piece its own buffer, operand and result
   kOutOfPlace,  // operands read from separate sources
   kOverlap,     // two pieces are the same memory (a tensor fused twice)
+  // Pieces carved in order from one buffer, from its start or backwards
+  // from its end (as a framework allocates a model's tensors and submits
+  // them in either order), the last piece fused twice.
+  kOneBufferUp,
+  kOneBufferDown,
 };
 
 // A fused response's tensors through the group's allreduce: the run is cut
@@ -356,6 +361,30 @@ void CheckPieces(int n, int64_t count, DataType t, ReduceOp op,
         std::vector<char> mine = Fill(t, count, r, tiny);
         std::vector<std::vector<char>> bufs, srcs;
         std::vector<Piece> pieces;
+        if (layout == Layout::kOneBufferUp ||
+            layout == Layout::kOneBufferDown) {
+          std::vector<char> block(mine.size());
+          auto at = [&](size_t k) {  // piece k's first element in `block`
+            return layout == Layout::kOneBufferUp ? cuts[k - 1]
+                                                  : count - cuts[k];
+          };
+          for (size_t k = 1; k < cuts.size(); ++k) {
+            const int64_t len = cuts[k] - cuts[k - 1];
+            std::memcpy(block.data() + at(k) * esize,
+                        mine.data() + cuts[k - 1] * esize, len * esize);
+            pieces.push_back({block.data() + at(k) * esize, cuts[k - 1], len});
+          }
+          const Piece last = pieces.back();
+          pieces.push_back({last.data, count, last.count});
+          ASSERT_TRUE(g.Allreduce(pieces.data(), pieces.size(),
+                                  ReduceArgs{t, op, pre, post})
+                          .ok());
+          for (size_t k = 1; k < cuts.size(); ++k)
+            got[r].insert(
+                got[r].end(), block.begin() + at(k) * esize,
+                block.begin() + (at(k) + cuts[k] - cuts[k - 1]) * esize);
+          return;
+        }
         for (size_t k = 1; k < cuts.size(); ++k) {
           std::vector<char> part(mine.begin() + cuts[k - 1] * esize,
                                  mine.begin() + cuts[k] * esize);
@@ -410,7 +439,8 @@ TEST_P(Collectives, AllreduceOverPiecesScaledAndOutOfPlace) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax})
         for (int64_t count : {1, 5000})
           for (Layout layout :
-               {Layout::kInPlace, Layout::kOutOfPlace, Layout::kOverlap})
+               {Layout::kInPlace, Layout::kOutOfPlace, Layout::kOverlap,
+                Layout::kOneBufferUp, Layout::kOneBufferDown})
             CheckPieces(n, count, t, op, 256, 2.0, 0.5, layout);
 }
 
