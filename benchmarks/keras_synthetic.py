@@ -214,8 +214,10 @@ def main():
     p.add_argument("--np", type=int, default=2, help="mwms: workers")
     p.add_argument("--batch-size", type=int, default=32,
                    help="per worker")
-    p.add_argument("--steps", type=int, default=40, help="per epoch")
-    p.add_argument("--epochs", type=int, default=3)
+    # Epochs of a few seconds each: this machine's slow phases last
+    # seconds, and one caught in a short epoch moves its median.
+    p.add_argument("--steps", type=int, default=100, help="per epoch")
+    p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--skip", type=int, default=5,
                    help="untimed batches at the start of each epoch")
     args = p.parse_args()
