@@ -206,7 +206,9 @@ def targets(res, fusion, train, tune):
     def row(case, ours, anchor, value, target, met):
         fmt = (lambda x: "–" if x is None else f"{x:.3g}")
         verdict = "–" if value is None else ("met" if met(value) else "missed")
-        rows.append(f"| {case} | {ours} | {anchor} | {fmt(value)} | {target} | {verdict} |")
+        num = (lambda x: x if x is None else f"{x:.6g}")
+        rows.append(f"| {case} | {num(ours)} | {num(anchor)} | {fmt(value)} | {target} "
+                    f"| {verdict} |")
 
     a = get("hvd-shm", 2, 64 * M, "busbw"); b = get("ompi-shm+tun", 2, 64 * M, "busbw")
     row("64 MiB, np=2, busbw", a, b, ratio(a, b), ">= 1.5x OpenMPI shm+tun", lambda v: v >= 1.5)

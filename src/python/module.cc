@@ -108,6 +108,11 @@ void ToView(const nb::dlpack::dltensor& t, int rank, TensorView* out) {
   TensorView& v = *out;
   v.device = -1;
   v.shape.clear();
+  if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr))
+    throw nb::value_error(
+        ("malformed DLPack tensor (rank " + std::to_string(rank) + "): ndim " +
+         std::to_string(t.ndim) + (t.shape == nullptr ? ", no shape" : ""))
+            .c_str());
   if (!ToDataType(t.dtype, &v.dtype))
     throw nb::value_error(
         ("unsupported tensor dtype (rank " + std::to_string(rank) +

@@ -95,6 +95,62 @@ def check_allreduce_in_place_non_contiguous():
                             torch.arange(3., 8.) * sum(k + 1 for k in ranks)]))
 
 
+def _capsule(array, offset, ndim):
+    """A DLPack capsule made by hand over `array` (float32, 1-D): its
+    tensor starts `offset` elements in, through byte_offset, as exporters
+    may write it; ndim as given. Returns (capsule, what must outlive it)."""
+    import ctypes
+
+    class Device(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int32), ("id", ctypes.c_int32)]
+
+    class DType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                    ("lanes", ctypes.c_uint16)]
+
+    class Managed(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", Device),
+                    ("ndim", ctypes.c_int32), ("dtype", DType),
+                    ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)),
+                    ("byte_offset", ctypes.c_uint64),
+                    ("manager_ctx", ctypes.c_void_p),
+                    ("deleter", ctypes.c_void_p)]
+
+    shape = (ctypes.c_int64 * 1)(len(array) - offset)
+    m = Managed(array.ctypes.data, Device(1, 0), ndim, DType(2, 32, 1),
+                shape, None, 4 * offset, None, None)
+    name = b"dltensor"
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.addressof(m), name, None), (m, shape, name)
+
+
+def check_allreduce_reads_dlpack_capsules_as_exporters_write_them():
+    # The direct path reads capsules itself: a tensor starting at a byte
+    # offset is reduced from there, and a malformed one is refused by name
+    # on every rank, the job going on.
+    import numpy as np
+    from horovod.torch import mpi_ops
+    a = np.arange(8, dtype=np.float32) * (r + 1)
+    capsule, alive = _capsule(a, 3, 1)
+    h = mpi_ops._handles.allreduce_named(capsule, a, "capsule.offset",
+                                         int(hvd.Sum), 1.0, 1.0)
+    assert hvd.synchronize(h) is a
+    total = sum(k + 1 for k in ranks)
+    assert a.tolist() == [float(i * (r + 1)) for i in range(3)] + \
+        [float(i * total) for i in range(3, 8)]
+    capsule, alive = _capsule(a, 0, -1)
+    try:
+        mpi_ops._handles.allreduce_named(capsule, a, "capsule.bad",
+                                         int(hvd.Sum), 1.0, 1.0)
+        raise AssertionError("a negative ndim was accepted")
+    except hvd.HorovodInvalidArgumentError as e:
+        assert "malformed DLPack tensor (rank %d): ndim -1" % r in str(e)
+    close(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), n))
+
+
 def check_allreduce_scalar_and_empty():
     close(hvd.allreduce(torch.tensor(float(r)), op=hvd.Max),
           torch.tensor(float(n - 1)))
