@@ -175,6 +175,10 @@ def plots(res, folder):
     return made
 
 
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
 def median_of(values):
     return None if not values else statistics.median(values)
 
@@ -188,17 +192,15 @@ def paired_ratio(train, a, b):
     if not xs or not ys:
         return None
     if len(xs) == len(ys):
-        return statistics.median(x / y for x, y in zip(xs, ys) if y)
-    return statistics.median(xs) / statistics.median(ys)
+        ratios = [x / y for x, y in zip(xs, ys) if y]
+        return statistics.median(ratios) if ratios else None
+    return ratio(statistics.median(xs), statistics.median(ys))
 
 
 def targets(res, fusion, train, tune):
     def get(label, np_, size, key):
         r = res.get((label, np_, size))
         return None if r is None else r[key]
-
-    def ratio(a, b):
-        return None if a is None or b is None or b == 0 else a / b
 
     M = 1 << 20
     rows = []
