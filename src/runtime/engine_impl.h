@@ -43,6 +43,7 @@
 #include "coordination/wire.h"
 #include "rendezvous/peer_table.h"
 #include "rendezvous/rendezvous.h"
+#include "runtime/drive_counter.h"
 #include "runtime/executor.h"
 #include "runtime/peer_liveness.h"
 #include "runtime/process_memory.h"
@@ -362,13 +363,12 @@ class EngineImpl {
   // complete finds its tensor in Metrics().
   EngineMetrics step_metrics_;
   struct StepTotals {
-    std::atomic<uint64_t> cycles{0};
-    std::atomic<double> idle_s{0}, negotiate_s{0}, bookkeeping_s{0}, copy_s{0},
-        transfer_s{0};
+    DriveCounter<uint64_t> cycles;
+    DriveCounter<double> idle_s, negotiate_s, bookkeeping_s, copy_s, transfer_s;
   };
   StepTotals totals_;
-  std::atomic<uint64_t> cache_hits_{0};
-  std::atomic<uint64_t> cache_misses_{0};
+  DriveCounter<uint64_t> cache_hits_;
+  DriveCounter<uint64_t> cache_misses_;
   std::unordered_map<uint32_t, std::string> hit_keys_;
   // A request waiting on the board under its cache slot. Its queue record
   // stays queued (its entry untouched) until the round that agrees on it

@@ -150,38 +150,33 @@ void EngineImpl::AddStepMetrics(Clock::duration step) {
   s.transfer_s = x.transfer_ns * 1e-9;
   s.bookkeeping_s = std::max(
       0.0, Seconds(step) - s.idle_s - s.negotiate_s - s.copy_s - s.transfer_s);
-  // One writer (the thread holding drive_mu_): plain loads and stores.
-  auto add = [](auto& total, auto v) {
-    total.store(total.load(std::memory_order_relaxed) + v,
-                std::memory_order_relaxed);
-  };
   StepTotals& t = totals_;
-  add(t.cycles, s.cycles);
-  add(t.idle_s, s.idle_s);
-  add(t.negotiate_s, s.negotiate_s);
-  add(t.bookkeeping_s, s.bookkeeping_s);
-  add(t.copy_s, s.copy_s);
-  add(t.transfer_s, s.transfer_s);
+  t.cycles.Add(s.cycles);
+  t.idle_s.Add(s.idle_s);
+  t.negotiate_s.Add(s.negotiate_s);
+  t.bookkeeping_s.Add(s.bookkeeping_s);
+  t.copy_s.Add(s.copy_s);
+  t.transfer_s.Add(s.transfer_s);
   s = EngineMetrics();
 }
 
 EngineMetrics EngineImpl::Metrics() const {
   EngineMetrics m;
   const StepTotals& t = totals_;
-  m.cycles = t.cycles.load(std::memory_order_relaxed);
-  m.idle_s = t.idle_s.load(std::memory_order_relaxed);
-  m.negotiate_s = t.negotiate_s.load(std::memory_order_relaxed);
-  m.bookkeeping_s = t.bookkeeping_s.load(std::memory_order_relaxed);
-  m.copy_s = t.copy_s.load(std::memory_order_relaxed);
-  m.transfer_s = t.transfer_s.load(std::memory_order_relaxed);
+  m.cycles = t.cycles.Get();
+  m.idle_s = t.idle_s.Get();
+  m.negotiate_s = t.negotiate_s.Get();
+  m.bookkeeping_s = t.bookkeeping_s.Get();
+  m.copy_s = t.copy_s.Get();
+  m.transfer_s = t.transfer_s.Get();
   if (executor_ != nullptr) {
     const ExecutorWork w = executor_->Work();
     m.responses = w.responses;
     m.tensors = w.tensors;
     m.bytes = w.bytes;
   }
-  m.cache_hits = cache_hits_.load(std::memory_order_relaxed);
-  m.cache_misses = cache_misses_.load(std::memory_order_relaxed);
+  m.cache_hits = cache_hits_.Get();
+  m.cache_misses = cache_misses_.Get();
   if (gate_ != nullptr) m.wait_s = Seconds(gate_->wait_time());
   return m;
 }

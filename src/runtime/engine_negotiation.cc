@@ -33,7 +33,7 @@ RequestList EngineImpl::CollectRequests(Clock::time_point now) {
         t->found_at = epoch_;
       }
       if (t->cache_slot >= 0) {
-        cache_hits_.fetch_add(1, std::memory_order_relaxed);
+        cache_hits_.Add(1);
         const int64_t bytes = TensorBytes(r.dtype, r.shape);
         const uint32_t carry =
             bytes <= kBoardCarryBytes ? static_cast<uint32_t>(bytes) : 0;
@@ -45,9 +45,7 @@ RequestList EngineImpl::CollectRequests(Clock::time_point now) {
     }
     // Rank 0 finds no slots: it would send them to itself.
     const bool hit = SendUsually(r, &list);
-    if (job_.rank != 0)
-      (hit ? cache_hits_ : cache_misses_)
-          .fetch_add(1, std::memory_order_relaxed);
+    if (job_.rank != 0) (hit ? cache_hits_ : cache_misses_).Add(1);
   }
   if (shutdown_requested_.load() && !shutdown_sent_) {
     list.shutdown = true;

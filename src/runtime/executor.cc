@@ -139,15 +139,15 @@ void Executor::Finish(TensorEntry& e, const Status& s) {
 void Executor::Count(const TensorEntry& e) { Count(1, e.NumBytes()); }
 
 void Executor::Count(uint64_t tensors, int64_t bytes) {
-  tensors_.fetch_add(tensors, std::memory_order_relaxed);
-  bytes_.fetch_add(static_cast<uint64_t>(bytes), std::memory_order_relaxed);
+  tensors_.Add(tensors);
+  bytes_.Add(static_cast<uint64_t>(bytes));
 }
 
 ExecutorWork Executor::Work() const {
   ExecutorWork w;
-  w.responses = responses_.load(std::memory_order_relaxed);
-  w.tensors = tensors_.load(std::memory_order_relaxed);
-  w.bytes = bytes_.load(std::memory_order_relaxed);
+  w.responses = responses_.Get();
+  w.tensors = tensors_.Get();
+  w.bytes = bytes_.Get();
   return w;
 }
 
@@ -160,7 +160,7 @@ ExecutorStats Executor::TakeStats() {
 void Executor::BeginPhases() {
   phase_start_ = std::chrono::steady_clock::now();
   phase_copies_ = false;
-  responses_.fetch_add(1, std::memory_order_relaxed);
+  responses_.Add(1);
 }
 
 void Executor::Phase(const Response& r, const char* prefix, const char* name) {

@@ -26,6 +26,7 @@
 #include "collectives/tcp_group.h"
 #include "common/knobs.h"
 #include "coordination/message.h"
+#include "runtime/drive_counter.h"
 #include "runtime/process_set_table.h"
 #include "runtime/tensor_queue.h"
 #include "timeline/timeline.h"
@@ -162,9 +163,9 @@ class Executor {
   std::vector<Piece> pieces_;
   std::vector<int64_t> counts_;  // elements per tensor, for Adasum
   ExecutorStats stats_;
-  std::atomic<uint64_t> responses_{0};
-  std::atomic<uint64_t> tensors_{0};
-  std::atomic<uint64_t> bytes_{0};
+  DriveCounter<uint64_t> responses_;
+  DriveCounter<uint64_t> tensors_;
+  DriveCounter<uint64_t> bytes_;
   std::chrono::steady_clock::time_point phase_start_;
   bool phase_copies_ = false;  // the current phase is a fusion-buffer copy
 };
