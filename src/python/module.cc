@@ -208,25 +208,23 @@ struct PyEngine {
   ~PyEngine() { Stop(); }
 };
 
-// Calls f with the tensor of `array`: a DLPack capsule's read in place,
-// any other DLPack exporter's through nanobind's import (alive during f).
-template <typename F>
-int64_t WithTensor(nb::handle array, F&& f) {
-  if (const nb::dlpack::dltensor* t = CapsuleTensor(array)) return f(*t);
-  nb::ndarray<> a;
-  if (!nb::try_cast(array, a))
-    throw nb::type_error(
-        "expected a DLPack capsule or an object with __dlpack__");
-  return f(TensorOf(a));
-}
-
 // enqueue_one's body (see its binding): one array to the table's engine,
-// filed under a new handle number.
-int64_t EnqueueOne(HandleTable& table, OpType op,
-                   const nb::dlpack::dltensor& array, nb::object keep,
-                   nb::object finish, std::string_view prefix,
+// filed under a new handle number. `array` is a DLPack capsule, read in
+// place, or any other DLPack exporter, imported by nanobind.
+int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
+                   nb::object keep, nb::object finish, std::string_view prefix,
                    std::string_view name, int reduce_op, double prescale,
                    double postscale, int root, int process_set) {
+  nb::ndarray<> imported;  // alive while the tensor is read
+  nb::dlpack::dltensor from_import;
+  const nb::dlpack::dltensor* tensor = CapsuleTensor(array);
+  if (tensor == nullptr) {
+    if (!nb::try_cast(array, imported))
+      throw nb::type_error(
+          "expected a DLPack capsule or an object with __dlpack__");
+    from_import = TensorOf(imported);
+    tensor = &from_import;
+  }
   if (table.engine().is_none())
     throw nb::value_error("Horovod has not been initialized; use hvd.init().");
   PyEngine& pe = *nb::inst_ptr<PyEngine>(table.engine());
@@ -235,7 +233,7 @@ int64_t EnqueueOne(HandleTable& table, OpType op,
   Engine* eng = nullptr;
   try {
     eng = &pe.get();
-    ToView(array, eng->rank(), &view);
+    ToView(*tensor, eng->rank(), &view);
   } catch (const nb::builtin_exception& x) {
     table.RaiseInvalidArgument(x.what());
   }
@@ -495,12 +493,10 @@ NB_MODULE(_core, m) {
              nb::object finish, std::string_view prefix, std::string_view name,
              int reduce_op, double prescale, double postscale, int root,
              int process_set) {
-            return WithTensor(array, [&](const nb::dlpack::dltensor& t) {
-              return EnqueueOne(table, static_cast<OpType>(op), t,
-                                std::move(keep), std::move(finish), prefix,
-                                name, reduce_op, prescale, postscale, root,
-                                process_set);
-            });
+            return EnqueueOne(table, static_cast<OpType>(op), array,
+                              std::move(keep), std::move(finish), prefix, name,
+                              reduce_op, prescale, postscale, root,
+                              process_set);
           },
           nb::arg("op"), nb::arg("array"), nb::arg("keep").none(),
           nb::arg("finish").none(), nb::arg("prefix"), nb::arg("name"),
@@ -515,11 +511,9 @@ NB_MODULE(_core, m) {
            [](HandleTable& table, nb::handle array, nb::object keep,
               std::string_view name, int reduce_op, double prescale,
               double postscale) {
-             return WithTensor(array, [&](const nb::dlpack::dltensor& t) {
-               return EnqueueOne(table, OpType::kAllreduce, t, std::move(keep),
-                                 nb::none(), "allreduce", name, reduce_op,
-                                 prescale, postscale, 0, 0);
-             });
+             return EnqueueOne(table, OpType::kAllreduce, array,
+                               std::move(keep), nb::none(), "allreduce", name,
+                               reduce_op, prescale, postscale, 0, 0);
            });
   // The XLA FFI handler's address, for jax.ffi.register_ffi_target.
   m.def("xla_collective_handler",

@@ -1,9 +1,8 @@
 // DriveCounter: a statistic that only the thread driving the engine's loop
 // (holding the drive mutex) adds to, and any thread may read. The drive
-// mutex orders successive writers, so an add is a plain load and store:
-// no locked instruction on the per-collective path, where a locked
-// read-modify-write costs as much as the rest of a small step's
-// bookkeeping. Thread-safety: Add under the drive mutex; Get anywhere.
+// mutex orders successive writers, so an add is a plain load and store,
+// not a locked read-modify-write (which stalls the pipeline) on every
+// collective. Thread-safety: Add under the drive mutex; Get anywhere.
 #ifndef HOROVOD_RUNTIME_DRIVE_COUNTER_H_
 #define HOROVOD_RUNTIME_DRIVE_COUNTER_H_
 
