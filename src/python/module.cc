@@ -12,6 +12,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <climits>
 #include <cstring>
 #include <memory>
 
@@ -102,13 +103,30 @@ nb::dlpack::dtype ToDlpack(DataType t) {
   throw std::runtime_error(st.message());
 }
 
+// A rank and, when it has dimensions, a shape.
+bool WellFormed(const nb::dlpack::dltensor& t) {
+  return t.ndim >= 0 && (t.ndim == 0 || t.shape != nullptr);
+}
+
+// True when the well-formed `t` is compact and row-major, as the engine
+// reads it (no strides means that, by DLPack's definition).
+bool IsCompact(const nb::dlpack::dltensor& t) {
+  if (t.strides == nullptr) return true;
+  int64_t expect = 1;
+  for (int32_t i = t.ndim; i-- > 0;) {
+    if (t.shape[i] != 1 && t.strides[i] != expect) return false;
+    expect *= t.shape[i];
+  }
+  return true;
+}
+
 // Writes the DLPack tensor `t` into `*out`, whose shape keeps its capacity
 // (callers reuse one view call after call).
 void ToView(const nb::dlpack::dltensor& t, int rank, TensorView* out) {
   TensorView& v = *out;
   v.device = -1;
   v.shape.clear();
-  if (t.ndim < 0 || (t.ndim > 0 && t.shape == nullptr))
+  if (!WellFormed(t))
     throw nb::value_error(
         ("malformed DLPack tensor (rank " + std::to_string(rank) + "): ndim " +
          std::to_string(t.ndim) + (t.shape == nullptr ? ", no shape" : ""))
@@ -122,17 +140,10 @@ void ToView(const nb::dlpack::dltensor& t, int rank, TensorView* out) {
   if (t.device.device_type != nb::device::cpu::value)
     v.device = t.device.device_id;
   v.data = static_cast<char*>(t.data) + t.byte_offset;
-  // No strides: compact and row-major, by DLPack's definition.
-  if (t.strides != nullptr) {
-    int64_t expect = 1;
-    for (int32_t i = t.ndim; i-- > 0;) {
-      if (t.shape[i] != 1 && t.strides[i] != expect)
-        throw nb::value_error(
-            ("tensor must be contiguous (rank " + std::to_string(rank) + ")")
-                .c_str());
-      expect *= t.shape[i];
-    }
-  }
+  if (!IsCompact(t))
+    throw nb::value_error(
+        ("tensor must be contiguous (rank " + std::to_string(rank) + ")")
+            .c_str());
   v.shape.assign(t.shape, t.shape + t.ndim);
 }
 
@@ -246,6 +257,85 @@ int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
   return table.AddOne(std::move(handle), std::move(finish), std::move(keep));
 }
 
+// A Python number as a double, for the scale factors; false for others.
+bool AsScale(nb::handle h, double* out) {
+  if (PyFloat_CheckExact(h.ptr())) {
+    *out = PyFloat_AS_DOUBLE(h.ptr());
+    return true;
+  }
+  if (!PyLong_CheckExact(h.ptr())) return false;
+  *out = PyLong_AsDouble(h.ptr());
+  if (*out == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+// A Python int that fits a ReduceOp's int, or None (`fallback_op`).
+bool AsOp(nb::handle h, int fallback_op, int* out) {
+  if (h.is_none()) {
+    *out = fallback_op;
+    return true;
+  }
+  if (!PyLong_CheckExact(h.ptr())) return false;
+  int overflow = 0;
+  const long v = PyLong_AsLongAndOverflow(h.ptr(), &overflow);
+  if (overflow != 0 || v < INT_MIN || v > INT_MAX) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+// A framework's in-place allreduce_async_ as one C function: the calls a
+// training loop makes per gradient (a named, contiguous tensor on the
+// global process set, `op` an int or None, numeric scale factors, no
+// `average`) are exported with `export_fn`, enqueued and filed without a
+// Python frame; every other call goes to `fallback`, the adapter's Python
+// implementation, with the same arguments. `default_op` is the op when
+// `op` is None.
+nb::object MakeAllreduceAsync(nb::object table_obj, nb::object export_fn,
+                              nb::object fallback, nb::object global_set,
+                              int default_op) {
+  return nb::cpp_function(
+      [table_obj, export_fn, fallback, global_set, default_op](
+          nb::handle tensor, nb::handle average, nb::handle name, nb::handle op,
+          nb::handle prescale_factor, nb::handle postscale_factor,
+          nb::handle process_set) -> nb::object {
+        int reduce_op;
+        double prescale, postscale;
+        Py_ssize_t name_len = 0;
+        const char* name_utf8 = nullptr;
+        if (average.is_none() && process_set.is(global_set) &&
+            PyUnicode_CheckExact(name.ptr()) &&
+            AsOp(op, default_op, &reduce_op) &&
+            AsScale(prescale_factor, &prescale) &&
+            AsScale(postscale_factor, &postscale)) {
+          name_utf8 = PyUnicode_AsUTF8AndSize(name.ptr(), &name_len);
+          if (name_utf8 == nullptr) PyErr_Clear();
+        }
+        if (name_utf8 != nullptr && name_len > 0) {
+          nb::object capsule = export_fn(tensor);
+          const nb::dlpack::dltensor* t = CapsuleTensor(capsule);
+          // A strided tensor goes to the fallback, which copies; a
+          // malformed one to EnqueueOne, which names what is wrong.
+          if (t != nullptr && (!WellFormed(*t) || IsCompact(*t)))
+            return nb::int_(EnqueueOne(
+                *nb::inst_ptr<HandleTable>(table_obj), OpType::kAllreduce,
+                capsule, nb::borrow(tensor), nb::none(), "allreduce",
+                std::string_view(name_utf8, static_cast<size_t>(name_len)),
+                reduce_op, prescale, postscale, 0, 0));
+        }
+        return fallback(tensor, average, name, op, prescale_factor,
+                        postscale_factor, process_set);
+      },
+      // Every argument may be None: the fallback's checks answer for it.
+      nb::name("allreduce_async_"), nb::arg("tensor").none(),
+      nb::arg("average").none() = nb::none(),
+      nb::arg("name").none() = nb::none(), nb::arg("op").none() = nb::none(),
+      nb::arg("prescale_factor").none() = 1.0,
+      nb::arg("postscale_factor").none() = 1.0,
+      nb::arg("process_set").none() = global_set);
+}
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -467,8 +557,12 @@ NB_MODULE(_core, m) {
       .def(nb::init<nb::object, nb::object>())
       .def("add", &HandleTable::Add, nb::arg("core_handles"),
            nb::arg("finish").none(), nb::arg("arrays").none())
-      .def("poll", &HandleTable::Poll)
-      .def("synchronize", &HandleTable::Synchronize)
+      // Adapters export these bound methods as their poll and synchronize,
+      // without a Python frame around them.
+      .def("poll", &HandleTable::Poll, nb::arg("handle"),
+           "True if the operation behind `handle` has finished.")
+      .def("synchronize", &HandleTable::Synchronize, nb::arg("handle"),
+           "Waits for the operation behind `handle` and returns its output.")
       // An engine listener (HorovodBasics.add_engine_listener): the engine
       // after each init, None before each shutdown.
       .def(
@@ -515,6 +609,9 @@ NB_MODULE(_core, m) {
                                std::move(keep), nb::none(), "allreduce", name,
                                reduce_op, prescale, postscale, 0, 0);
            });
+  m.def("allreduce_async_function", &MakeAllreduceAsync, nb::arg("table"),
+        nb::arg("export"), nb::arg("fallback"), nb::arg("global_set"),
+        nb::arg("default_op"));
   // The XLA FFI handler's address, for jax.ffi.register_ffi_target.
   m.def("xla_collective_handler",
         [] { return reinterpret_cast<uintptr_t>(&HorovodXlaCollective); });

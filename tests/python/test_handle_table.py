@@ -149,3 +149,57 @@ class _Exporter:
 
     def __dlpack_device__(self):
         return (1, 0)
+
+
+def test_allreduce_async_function_files_or_falls_back():
+    # The per-gradient form is exported and filed in C (here meeting the
+    # unbound engine); every other form reaches the Python implementation
+    # with the arguments as given and the defaults filled in.
+    np = pytest.importorskip("numpy")
+    t = table()
+    exported, fell_back = [], []
+
+    def export(x):
+        exported.append(x)
+        return x.__dlpack__()
+
+    def fallback(*args):
+        fell_back.append(args)
+        return "fallback"
+
+    everyone = Payload()
+    f = _core.allreduce_async_function(t, export, fallback, everyone, 1)
+    assert f.__name__ == "allreduce_async_"
+    a = np.ones(4, dtype=np.float32)
+    filed = [dict(name="x"), dict(name="x", op=0),
+             dict(name="ü", op=2, prescale_factor=2, postscale_factor=0.5),
+             dict(name="x", process_set=everyone, average=None)]
+    for kwargs in filed:
+        with pytest.raises(ValueError, match="not been initialized"):
+            f(a, **kwargs)
+    with pytest.raises(ValueError, match="not been initialized"):
+        f(a, None, "x", 1, 1.0, 1.0, everyone)
+    assert len(exported) == len(filed) + 1 and not fell_back
+    assert f(a) == "fallback"
+    assert fell_back.pop() == (a, None, None, None, 1.0, 1.0, everyone)
+    other = Payload()
+    strided = np.ones((4, 4), dtype=np.float32)[:, 1]
+    for args, kwargs in [((a,), dict(name="")), ((a,), dict(name=5)),
+                         ((a,), dict(name="x", average=True)),
+                         ((a,), dict(name="x", op="sum")),
+                         ((a,), dict(name="x", op=2 ** 70)),
+                         ((a,), dict(name="x", op=1.0)),
+                         ((a,), dict(name="x", prescale_factor="2")),
+                         ((a,), dict(name="x", postscale_factor=None)),
+                         ((a,), dict(name="x", process_set=other)),
+                         ((strided,), dict(name="x"))]:
+        assert f(*args, **kwargs) == "fallback"
+        got = fell_back.pop()
+        want = dict(tensor=args[0], average=None, name=None, op=None,
+                    prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=everyone)
+        want.update(kwargs)
+        assert got == tuple(want.values()), (kwargs, got)
+    assert exported[-1] is strided  # exported, found strided, passed on
+    with pytest.raises(TypeError):
+        f(a, name="x", bogus=1)

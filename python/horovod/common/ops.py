@@ -181,6 +181,17 @@ class Collectives:
             op, capsule, keep, finish, prefix, name, reduce_op, prescale,
             postscale, root, ps)
 
+    def allreduce_async_function(self, export, fallback):
+        """An adapter's in-place ``allreduce_async_(tensor, average, name,
+        op, prescale_factor, postscale_factor, process_set)`` as one C
+        function: a named, contiguous tensor on the global process set, with
+        an int op (or None: Average) and numeric scale factors, is exported
+        by `export`, enqueued and filed with no Python frame, and returns
+        its handle number; any other call goes to `fallback`, the adapter's
+        Python implementation, with the same arguments."""
+        return _core.allreduce_async_function(
+            self.handles, export, fallback, global_process_set, Average)
+
     def poll(self, handle):
         return self.handles.poll(handle)
 

@@ -34,14 +34,9 @@ def _enqueue(*args, **kwargs):
 
 
 
-def poll(handle):
-    """True if the operation behind `handle` has finished."""
-    return _handles.poll(handle)
-
-
-def synchronize(handle):
-    """Waits for the operation behind `handle` and returns its output."""
-    return _handles.synchronize(handle)
+# The handle table's own methods: no Python frame per call.
+poll = _handles.poll
+synchronize = _handles.synchronize
 
 
 def _engine_tensor(core_handle):
@@ -96,9 +91,9 @@ def _inplace_targets(tensors):
 
 # -- allreduce ---------------------------------------------------------------
 
-def allreduce_async_(tensor, average=None, name=None, op=None,
-                     prescale_factor=1.0, postscale_factor=1.0,
-                     process_set=global_process_set):
+def _allreduce_async_(tensor, average=None, name=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
     # torch's DLPack export takes tensors that require grad as they are
     # (the engine writes the memory, as through a detached view), and
     # synchronize returns the tensor itself.
@@ -124,6 +119,12 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
         _OP.allreduce, works, "allreduce", name, lambda c: finish(c)[0],
         resolve_op(average, op), prescale_factor, postscale_factor,
         process_set=process_set)
+
+
+# What a training loop submits per gradient (named, contiguous, on the
+# global set) runs in one C call; everything else in the function above.
+allreduce_async_ = _collectives.allreduce_async_function(_to_dlpack,
+                                                         _allreduce_async_)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None,

@@ -69,6 +69,29 @@ def check_allreduce_in_place_returns_the_tensor_itself():
     assert hvd.synchronize(h) is None  # already synchronized, as upstream
 
 
+def check_allreduce_async_in_place_forms_agree():
+    # A named tensor on the global set with an int op (or none) and
+    # numeric scales is filed in one C call; every other form goes through
+    # the Python implementation. Each gives upstream's answer.
+    import numpy as np
+    total = sum(k + 1 for k in ranks)
+    cases = [((), dict(name="forms.default"), total / n),
+             ((), dict(name="forms.scaled", op=hvd.Sum, prescale_factor=2,
+                       postscale_factor=0.5), total),
+             ((None, "forms.positional", hvd.Sum, 1.0, 1.0,
+               hvd.global_process_set), {}, total),
+             ((), dict(name="forms.flag", average=False), total),
+             ((), dict(name=7, op=hvd.Sum), total),
+             ((), dict(op=hvd.Max), n),
+             ((), dict(name="forms.numpy_scale", op=hvd.Sum,
+                       postscale_factor=np.float64(0.5)), total / 2)]
+    for args, kwargs, want in cases:
+        t = torch.full((3,), float(r + 1))
+        h = hvd.allreduce_async_(t, *args, **kwargs)
+        assert hvd.synchronize(handle=h) is t
+        close(t, torch.full((3,), float(want)))
+
+
 def check_allreduce_in_place_non_contiguous():
     base = torch.ones(6, 4) * (r + 1)
     nc = base[:, ::2]
