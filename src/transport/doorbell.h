@@ -20,14 +20,27 @@ void FutexWakeAll(std::atomic<uint32_t>* word);
 void CpuRelax();
 
 // Busy-polls `done` for up to `spin_us` microseconds, yielding the core
-// every few microseconds; true once it holds.
+// every few microseconds; true once it holds. The window starts after a
+// first kQuickPolls polls, which read no clock: a hand-off between ranks
+// with a core each lands within them (under a microsecond here), where two
+// clock reads would cost a tenth of the wait. `*window_start` (when given)
+// is set to when the window started, and left as it is when `done` held
+// before (or spinning is off).
+inline constexpr int kQuickPolls = 64;
 template <typename Pred>
-bool SpinUntil(Pred done, double spin_us) {
+bool SpinUntil(Pred done, double spin_us,
+               std::chrono::steady_clock::time_point* window_start = nullptr) {
   if (done()) return true;
   if (spin_us <= 0) return false;
+  for (int i = 0; i < kQuickPolls; ++i) {
+    CpuRelax();
+    if (done()) return true;
+  }
   using SteadyClock = std::chrono::steady_clock;
-  auto until = SteadyClock::now() +
-               std::chrono::nanoseconds(static_cast<int64_t>(spin_us * 1000));
+  const auto start = SteadyClock::now();
+  if (window_start != nullptr) *window_start = start;
+  const auto until =
+      start + std::chrono::nanoseconds(static_cast<int64_t>(spin_us * 1000));
   for (int i = 0;; ++i) {
     if (done()) return true;
     CpuRelax();
@@ -79,8 +92,10 @@ struct Doorbell {
   uint32_t Read() const { return seq.load(std::memory_order_acquire); }
   void Ring();
   // Returns once seq differs from `seen` (true) or after about `timeout_ms`
-  // (false). Busy-polls for `spin_us` first.
-  bool Wait(uint32_t seen, double spin_us, int timeout_ms);
+  // (false). Busy-polls for `spin_us` first. `*quick` (when given) tells
+  // whether the ring came within SpinUntil's first polls, untimed.
+  bool Wait(uint32_t seen, double spin_us, int timeout_ms,
+            bool* quick = nullptr);
 };
 
 }  // namespace horovod

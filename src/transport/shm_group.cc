@@ -230,11 +230,18 @@ Status ShmGroup::WaitFor(int m, uint32_t target) {
     return Reached(c->arrived.load(std::memory_order_acquire), target);
   };
   if (reached()) return Status::OK();
-  const auto start = std::chrono::steady_clock::now();
-  if (SpinUntil(reached, spin_.spin_us())) {
-    spin_.RecordSince(start);
+  // Timed from the spin's window: the untimed polls before it (see
+  // SpinUntil) took under a microsecond, short by any measure.
+  std::chrono::steady_clock::time_point start{};
+  if (SpinUntil(reached, spin_.spin_us(), &start)) {
+    if (start == std::chrono::steady_clock::time_point{})
+      spin_.Record(0);
+    else
+      spin_.RecordSince(start);
     return Status::OK();
   }
+  if (start == std::chrono::steady_clock::time_point{})
+    start = std::chrono::steady_clock::now();  // it did not spin
   Deadline deadline = Deadline::After(config_.timeout_s);
   while (true) {
     c->waiters.fetch_add(1, std::memory_order_seq_cst);
