@@ -37,7 +37,7 @@ def load(folder):
                 res[(r[1], int(r[2]), int(r[3]))] = dict(
                     med=float(r[6]), busbw=float(r[9]), ok=r[10])
             elif r[0] == "FUSION" and len(r) >= 5:
-                fusion[r[2]] = float(r[3])
+                fusion.setdefault(r[2], []).append(float(r[3]))
             elif r[0] == "LINK" and len(r) >= 4:
                 LINKS[r[1]] = (rate_bytes(r[2]), r[3])
             elif r[0] == "AUTOTUNE":
@@ -183,12 +183,12 @@ def median_of(values):
     return None if not values else statistics.median(values)
 
 
-def paired_ratio(train, a, b):
-    """train[a] over train[b]: with as many rounds of each (run.sh runs
-    them interleaved), the median of each round's ratio, so a slow phase of
-    the machine weighs on both sides of a ratio alike; else the ratio of
-    the medians."""
-    xs, ys = train.get(a), train.get(b)
+def paired_ratio(rounds, a, b):
+    """rounds[a] over rounds[b] (lists of a case's values, one per round):
+    with as many rounds of each (run.sh runs them interleaved), the median
+    of each round's ratio, so a slow phase of the machine weighs on both
+    sides of a ratio alike; else the ratio of the medians."""
+    xs, ys = rounds.get(a), rounds.get(b)
     if not xs or not ys:
         return None
     if len(xs) == len(ys):
@@ -239,10 +239,11 @@ def targets(res, fusion, train, tune):
     row("64 MiB TCP only, np=2, vs OpenMPI TCP", a, b, ratio(a, b), ">= 0.9x", lambda v: v >= 0.9)
     # From Python each call also pays the interpreter: 3x there, 1.5x in C++.
     for level, prefix, most in (("Python", "", 3.0), ("C++", "cpp:", 1.5)):
-        many = fusion.get(prefix + "1000x4KiB")
-        one = fusion.get(prefix + "1x4000KiB")
-        row(f"1000 x 4 KiB vs 1 x 4 MiB, {level} (step µs)", many, one, ratio(many, one),
-            f"<= {most:g}x", lambda v, most=most: v <= most)
+        many, one = prefix + "1000x4KiB", prefix + "1x4000KiB"
+        row(f"1000 x 4 KiB vs 1 x 4 MiB, {level} (step µs)",
+            median_of(fusion.get(many)), median_of(fusion.get(one)),
+            paired_ratio(fusion, many, one), f"<= {most:g}x",
+            lambda v, most=most: v <= most)
     tuned = [float(r[3]) for r in tune if r[0] == "tuned"]
     grid = [float(r[3]) for r in tune if r[0] == "grid"]
     again = [float(r[3]) for r in tune if r[0] == "best_again"]
@@ -291,6 +292,13 @@ def targets(res, fusion, train, tune):
     return "\n".join(head + rows)
 
 
+def rounds_note(values, fmt):
+    """" (rounds: a, b, c)" for a case measured in several rounds."""
+    if len(values) < 2:
+        return ""
+    return " (rounds: " + ", ".join(format(x, fmt) for x in values) + ")"
+
+
 def main():
     folder = sys.argv[1]
     res, fusion, train, tune = load(folder)
@@ -298,7 +306,9 @@ def main():
     parts = [f"# Benchmark run {os.path.basename(os.path.abspath(folder))}\n",
              "Produced by `bash benchmarks/run.sh`; raw logs and results.csv beside this file.\n",
              "## Targets\n", targets(res, fusion, train, tune),
-             "\n## Fusion\n", "\n".join(f"- {k}: median step {v:.0f} µs" for k, v in fusion.items()),
+             "\n## Fusion\n",
+             "\n".join(f"- {k}: median step {statistics.median(v):.0f} µs"
+                       + rounds_note(v, ".0f") for k, v in fusion.items()),
              "\n## Autotune vs grid search (fusion case, np=2)\n", autotune_table(tune),
              "\n## Job start-up: from the call to the first collective\n", startup_table(),
              "\n## Two simulated hosts of two ranks (np=4): hierarchical vs flat allreduce\n",
@@ -309,9 +319,7 @@ def main():
              "small CNN, 32 px, batch 32 per worker; one compute thread per "
              "worker)\n",
              "\n".join(f"- {k[0]} np={k[1]}: {statistics.median(v):.1f} img/s total"
-                       + (" (rounds: " + ", ".join(f"{x:.1f}" for x in v) + ")"
-                          if len(v) > 1 else "")
-                       for k, v in sorted(train.items())),
+                       + rounds_note(v, ".1f") for k, v in sorted(train.items())),
              "\n## Allreduce tables\n", tables(res), "\n## Plots\n"]
     parts += [f"![{p}]({p})" for p in pngs]
     with open(os.path.join(folder, "report.md"), "w") as f:

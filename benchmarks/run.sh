@@ -19,8 +19,9 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 ANCHORS=${ANCHORS:-$REPO/../shared/bench}
 NPS=${NPS:-"2 4"}
 BUDGET=${BUDGET:-1.0}
-# Training rows: rounds, each running the np=1 and np=2 cases (and their
-# anchors) back to back; the report takes the median of each round's ratio.
+# Training and fusion rows: rounds, each running the cases a ratio compares
+# (np=1 and np=2 and their anchors; one tensor and many) back to back; the
+# report takes the median of each round's ratio.
 ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-$REPO/benchmarks/results/$(date -u +%Y-%m-%d)}
 SECTIONS=${*:-"anchors engine hosts python frameworks busy fusion autotune training"}
@@ -157,9 +158,12 @@ while True:
 }
 
 fusion() {
-  run fusion-np2 horovodrun -np 2 python benchmarks/fusion_bench.py --steps 30
   build_engine || { log "engine build failed"; return; }
-  run fusion-cpp-np2 horovodrun -np 2 build-bench/allreduce_bench -f 1000x4K
+  local r
+  for r in $(seq "$ROUNDS"); do
+    run fusion-np2-r$r horovodrun -np 2 python benchmarks/fusion_bench.py --steps 30
+    run fusion-cpp-np2-r$r horovodrun -np 2 build-bench/allreduce_bench -f 1000x4K
+  done
 }
 
 autotune() {
