@@ -2,7 +2,8 @@
 // through DLPack (capsules read in place, other exporters through nanobind's
 // ndarray import) and engine-allocated outputs go back out as DLPack, so no
 // framework header is ever compiled in. No logic lives here beyond
-// conversion; waits release the GIL.
+// conversion, and the choice between an adapter's C and Python paths of
+// allreduce_async_; waits release the GIL.
 #include <horovod/engine.h>
 #include <horovod/framework_api.h>
 #include <nanobind/nanobind.h>
@@ -336,6 +337,7 @@ nb::object MakeAllreduceAsync(nb::object table_obj, nb::object export_fn,
       nb::arg("postscale_factor").none() = 1.0,
       nb::arg("process_set").none() = global_set);
 }
+
 }  // namespace
 
 NB_MODULE(_core, m) {
