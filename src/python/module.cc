@@ -302,32 +302,33 @@ nb::object MakeAllreduceAsync(nb::object table_obj, nb::object export_fn,
           nb::handle tensor, nb::handle average, nb::handle name, nb::handle op,
           nb::handle prescale_factor, nb::handle postscale_factor,
           nb::handle process_set) -> nb::object {
+        auto fall_back = [&] {
+          return fallback(tensor, average, name, op, prescale_factor,
+                          postscale_factor, process_set);
+        };
         int reduce_op;
         double prescale, postscale;
+        if (!average.is_none() || !process_set.is(global_set) ||
+            !PyUnicode_CheckExact(name.ptr()) ||
+            !AsOp(op, default_op, &reduce_op) ||
+            !AsScale(prescale_factor, &prescale) ||
+            !AsScale(postscale_factor, &postscale))
+          return fall_back();
         Py_ssize_t name_len = 0;
-        const char* name_utf8 = nullptr;
-        if (average.is_none() && process_set.is(global_set) &&
-            PyUnicode_CheckExact(name.ptr()) &&
-            AsOp(op, default_op, &reduce_op) &&
-            AsScale(prescale_factor, &prescale) &&
-            AsScale(postscale_factor, &postscale)) {
-          name_utf8 = PyUnicode_AsUTF8AndSize(name.ptr(), &name_len);
-          if (name_utf8 == nullptr) PyErr_Clear();
-        }
-        if (name_utf8 != nullptr && name_len > 0) {
-          nb::object capsule = export_fn(tensor);
-          const nb::dlpack::dltensor* t = CapsuleTensor(capsule);
-          // A strided tensor goes to the fallback, which copies; a
-          // malformed one to EnqueueOne, which names what is wrong.
-          if (t != nullptr && (!WellFormed(*t) || IsCompact(*t)))
-            return nb::int_(EnqueueOne(
-                *nb::inst_ptr<HandleTable>(table_obj), OpType::kAllreduce,
-                capsule, nb::borrow(tensor), nb::none(), "allreduce",
-                std::string_view(name_utf8, static_cast<size_t>(name_len)),
-                reduce_op, prescale, postscale, 0, 0));
-        }
-        return fallback(tensor, average, name, op, prescale_factor,
-                        postscale_factor, process_set);
+        const char* name_utf8 = PyUnicode_AsUTF8AndSize(name.ptr(), &name_len);
+        if (name_utf8 == nullptr) PyErr_Clear();
+        if (name_utf8 == nullptr || name_len == 0) return fall_back();
+        nb::object capsule = export_fn(tensor);
+        const nb::dlpack::dltensor* t = CapsuleTensor(capsule);
+        // A strided tensor goes to the fallback, which copies; a malformed
+        // one to EnqueueOne, which names what is wrong.
+        if (t == nullptr || (WellFormed(*t) && !IsCompact(*t)))
+          return fall_back();
+        return nb::int_(EnqueueOne(
+            *nb::inst_ptr<HandleTable>(table_obj), OpType::kAllreduce, capsule,
+            nb::borrow(tensor), nb::none(), "allreduce",
+            std::string_view(name_utf8, static_cast<size_t>(name_len)),
+            reduce_op, prescale, postscale, 0, 0));
       },
       // Every argument may be None: the fallback's checks answer for it.
       nb::name("allreduce_async_"), nb::arg("tensor").none(),

@@ -9,7 +9,7 @@ import torch
 
 from horovod.common import ops as _ops
 from horovod.common.exceptions import HorovodInternalError  # noqa: F401
-from horovod.common.exceptions import HorovodInvalidArgumentError
+from horovod.common.exceptions import HorovodInvalidArgumentError  # noqa: F401
 from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
                                 Product, Sum, resolve_op)
 from horovod.common.process_sets import ProcessSet  # noqa: F401
@@ -94,22 +94,11 @@ def _inplace_targets(tensors):
 def _allreduce_async_(tensor, average=None, name=None, op=None,
                       prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
-    # torch's DLPack export takes tensors that require grad as they are
-    # (the engine writes the memory, as through a detached view), and
-    # synchronize returns the tensor itself.
-    if type(name) is str and name and process_set is global_process_set:
-        # A named gradient on the global set, as DistributedOptimizer
-        # submits them: straight to the engine's handle table, which
-        # refuses a strided tensor (checked there, not by a call here).
-        try:
-            return _handles.allreduce_named(
-                _to_dlpack(tensor), tensor, name,
-                op if average is None and op is not None else
-                resolve_op(average, op), prescale_factor, postscale_factor)
-        except HorovodInvalidArgumentError:
-            if tensor.is_contiguous():
-                raise
-    elif tensor.is_contiguous():  # the common case: written where it lies
+    # The forms allreduce_async_ (below) does not file in C. torch's DLPack
+    # export takes tensors that require grad as they are (the engine writes
+    # the memory, as through a detached view), and synchronize returns the
+    # tensor itself.
+    if tensor.is_contiguous():  # written where it lies
         return _collectives.enqueue_one(
             _ALLREDUCE, _to_dlpack(tensor), tensor, "allreduce", name, None,
             resolve_op(average, op), prescale_factor, postscale_factor,

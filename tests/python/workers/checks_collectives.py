@@ -99,9 +99,8 @@ def check_allreduce_in_place_non_contiguous():
     hvd.allreduce_(nc, op=hvd.Sum)
     close(nc, torch.full((6, 2), float(sum(k + 1 for k in ranks))))
     close(base[:, 1::2], torch.full((6, 2), float(r + 1)))
-    # Named on the global set (the handle table's direct path, which
-    # refuses strides and leaves them to the copying path): a slice and a
-    # transpose.
+    # Named on the global set (allreduce_async_'s C path, which leaves
+    # strides to the copying path): a slice and a transpose.
     named = (torch.ones(6, 4) * (r + 1))[:, 1::2]
     hvd.allreduce_(named, op=hvd.Sum, name="non_contiguous.slice")
     close(named, torch.full((6, 2), float(sum(k + 1 for k in ranks))))
