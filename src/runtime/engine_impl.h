@@ -81,6 +81,13 @@ inline constexpr auto kWaitNoticeAfter = std::chrono::milliseconds(1);
 // work nobody waits for yet (async ops, rank 0 coordinating idle ranks)
 // starts at most this late.
 inline constexpr auto kParkGrace = std::chrono::milliseconds(1);
+// A drive that goes on through a whole grace period with no drive ending
+// (a large collective, or a long wait) parks the loop thread until the last
+// caller leaves, which wakes it, instead of once a grace period: each of
+// those wake-ups takes the core from the driving caller when the
+// framework's threads keep the other cores busy. This bounds the park in
+// case that wake-up is missed.
+inline constexpr auto kLongPark = std::chrono::milliseconds(100);
 // A caller that drove lately and is still submitting (something arrived
 // within the last kParkGrace) will be back to wait on what it submits: the
 // loop thread stands aside longer, up to kBurstHold after that drive.
@@ -184,7 +191,8 @@ class EngineImpl {
   // The loop thread: drives whenever no waiting caller does.
   void Loop();
 
-  // Parks the loop thread while callers drive, for kParkGrace after, and
+  // Parks the loop thread while callers drive (kParkGrace at a time, or
+  // until they leave once a drive runs long), for kParkGrace after, and
   // while a burst of submissions goes on (kBurstHold); false: ask again.
   bool MayDrive();
 
@@ -346,7 +354,10 @@ class EngineImpl {
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::atomic<bool> parked_{false};
-  uint64_t adds_seen_ = 0;  // queue_.Adds() at the last look (park_mu_)
+  // Parked until the callers are gone (kLongPark); the last one wakes it.
+  std::atomic<bool> parked_for_callers_{false};
+  int64_t park_end_seen_ = 0;  // last_drive_end_ at the last park (park_mu_)
+  uint64_t adds_seen_ = 0;     // queue_.Adds() at the last look (park_mu_)
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> loop_done_{false};
   bool shutdown_sent_ = false;

@@ -71,8 +71,8 @@ void EngineImpl::Loop() {
 
 bool EngineImpl::MayDrive() {
   std::unique_lock<std::mutex> lock(park_mu_);
-  auto quiet =
-      Clock::now() - Clock::time_point(Clock::duration(last_drive_end_.load()));
+  const int64_t end_seen = last_drive_end_.load();
+  auto quiet = Clock::now() - Clock::time_point(Clock::duration(end_seen));
   if (callers_.load() == 0) {
     if (shutdown_requested_.load()) return true;
     if (quiet >= kParkGrace) {
@@ -82,8 +82,20 @@ bool EngineImpl::MayDrive() {
       if (!burst || quiet >= kBurstHold) return true;
     }
   }
+  // No drive ended since the last park while callers drive: one is long.
+  const bool long_drive = callers_.load() > 0 && end_seen == park_end_seen_;
+  park_end_seen_ = end_seen;
   parked_.store(true);
-  park_cv_.wait_for(lock, kParkGrace);
+  if (long_drive) {
+    parked_for_callers_.store(true);
+    park_cv_.wait_for(lock, kLongPark, [this] {
+      return callers_.load() == 0 || shutdown_requested_.load() ||
+             loop_done_.load();
+    });
+    parked_for_callers_.store(false);
+  } else {
+    park_cv_.wait_for(lock, kParkGrace);
+  }
   parked_.store(false);
   return false;
 }
@@ -128,7 +140,13 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
   }
   if (noticed) OnWait(h, false, t);
   last_drive_end_.store(t.time_since_epoch().count());
-  callers_.fetch_sub(1);
+  // The park's predicate reads callers_ under park_mu_, after the flag is
+  // set: either it sees this decrement, or the flag is seen here and the
+  // lock taken below waits until the loop thread sleeps.
+  if (callers_.fetch_sub(1) == 1 && parked_for_callers_.load()) {
+    { std::lock_guard<std::mutex> lock(park_mu_); }
+    park_cv_.notify_all();
+  }
   return t;
 }
 

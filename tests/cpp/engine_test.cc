@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <horovod/engine.h>
 #include <horovod/framework_api.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -508,6 +509,45 @@ INSTANTIATE_TEST_SUITE_P(CallerDrives, EngineDrivers,
                            return std::string(info.param) == "1" ? "Waiter"
                                                                  : "LoopThread";
                          });
+
+// While a waiter drives one long wait, the loop thread it stood aside for
+// sleeps until the waiter leaves, instead of waking once a grace period to
+// ask again: on a host the framework's threads fill, each of those
+// wake-ups takes the core from the waiter. Counted as the process's
+// voluntary context switches over the wait (every rank is a thread here):
+// rank 0 waits 300 ms for rank 1, whose thread sleeps meanwhile.
+TEST(Engine, LoopThreadSleepsThroughALongDrive) {
+  const auto switches = [] {
+    rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_nvcsw;
+  };
+  std::atomic<long> during{-1};
+  const std::vector<std::string> failures =
+      RunRanks(2, [&](Engine* e, int r, std::string* fail) {
+        float warm = 1.f, late = 1.f;
+        Handle h;
+        CollectiveArgs args;
+        args.name = "warm";
+        if (!e->Allreduce(TensorView{&warm, DataType::kFloat32, {1}}, args, &h)
+                 .ok() ||
+            !h.Wait(60).ok())
+          *fail += "warm;";
+        args.name = "late";
+        if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (!e->Allreduce(TensorView{&late, DataType::kFloat32, {1}}, args, &h)
+                 .ok()) {
+          *fail += "enqueue;";
+          return;
+        }
+        const long before = switches();
+        if (!h.Wait(60).ok() || late != 2.f) *fail += "late;";
+        if (r == 0) during.store(switches() - before);
+      });
+  ExpectEveryRankOk(failures);
+  // Waking once a millisecond would come to about 300.
+  EXPECT_LT(during.load(), 60) << "voluntary switches during the wait";
+}
 
 // Every collective in process sets smaller than the host's group, one that
 // includes rank 0 (the coordinator) and one that does not, then again after
