@@ -186,9 +186,11 @@ void ScaleWith(void* buf, int64_t n, Scale scale) {
   for (int64_t i = 0; i < n; ++i) p[i] = scale(p[i]);
 }
 
-// ReduceOfScaled without the copy.
-void ReduceScaled(void* dst, const void* a, const void* b, int64_t count,
-                  DataType dtype, ReduceOp op, double factor) {
+// ReduceOfScaled without the copy. Built once per vector width and picked
+// at load time by what the CPU has.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ReduceScaled(
+    void* dst, const void* a, const void* b, int64_t count, DataType dtype,
+    ReduceOp op, double factor) {
   auto ints = [&](auto zero, auto wide) {
     using T = decltype(zero);
     using U = decltype(wide);
