@@ -245,7 +245,10 @@ multihost() {
   rm -rf "$scratch"
 }
 
+# The CPU model too: the machine behind these VMs changes between runs, and
+# with it the memory bandwidth every large row depends on.
 { echo "date: $(date -u)"; uname -a; nproc; cat /proc/loadavg; git -C "$REPO" rev-parse HEAD;
+  grep -m1 'model name' /proc/cpuinfo
   python -c 'import torch; print("torch", torch.__version__)'
   python -c 'import tensorflow as t, jax, keras; print("tensorflow", t.__version__, "jax", jax.__version__, "keras", keras.__version__)'
   } > "$OUT/env.txt" 2>&1
