@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 namespace horovod {
 
@@ -59,6 +64,24 @@ float BFloat16ToFloat(uint16_t h) {
 }
 
 namespace {
+
+// On x86-64, a function built for AVX-512, AVX2 and the baseline, the
+// loader picking one through an ifunc. Not under ThreadSanitizer, whose
+// runtime is not up yet when the loader runs the ifunc's resolver.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HVD_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define HVD_TSAN 1
+#endif
+#if defined(__x86_64__) && !defined(HVD_TSAN)
+#define VECTOR_CLONES \
+  __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
 
 // ReduceOfScaled's piece: well inside a 32 KiB L1 with both operands.
 constexpr size_t kPublishPieceBytes = 8 << 10;
@@ -187,10 +210,10 @@ void ScaleWith(void* buf, int64_t n, Scale scale) {
 }
 
 // ReduceOfScaled without the copy. Built once per vector width and picked
-// at load time by what the CPU has.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ReduceScaled(
-    void* dst, const void* a, const void* b, int64_t count, DataType dtype,
-    ReduceOp op, double factor) {
+// at load time by what the CPU has (VECTOR_CLONES).
+VECTOR_CLONES void ReduceScaled(void* dst, const void* a, const void* b,
+                                int64_t count, DataType dtype, ReduceOp op,
+                                double factor) {
   auto ints = [&](auto zero, auto wide) {
     using T = decltype(zero);
     using U = decltype(wide);
@@ -272,6 +295,43 @@ void ReduceOfScaled(void* dst, void* copy, const void* a, const void* b,
                 static_cast<size_t>(k) * esize);
   }
 }
+
+#if defined(__x86_64__)
+// Aligns the destination with an ordinary copy, then 16-byte streaming
+// stores (SSE2, every x86-64 CPU has them); the unaligned tail is copied.
+void StreamCopy(void* dst, const void* src, size_t bytes) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const size_t head =
+      std::min(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  const size_t body = bytes / 64 * 64;
+  for (size_t i = 0; i < body; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + body, s + body, bytes - body);
+  // Streaming stores are weakly ordered: whoever learns the copy is done
+  // (a handle, a barrier) must find it all.
+  _mm_sfence();
+}
+#else
+void StreamCopy(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+#endif
 
 void ReduceInto(void* dst, const void* src, int64_t count, DataType dtype,
                 ReduceOp op) {

@@ -7,6 +7,7 @@
 
 #include <horovod/types.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace horovod {
@@ -28,6 +29,11 @@ void ReduceOfScaled(void* dst, void* copy, const void* a, const void* b,
                     int64_t count, DataType dtype, ReduceOp op, double factor);
 // x = x * factor; integers are computed in double and truncated.
 void ScaleBuffer(void* buf, int64_t count, DataType dtype, double factor);
+// memcpy with stores that bypass the cache, for a large destination nobody
+// reads soon: writing a line that is not in cache otherwise reads it from
+// memory first. Its stores are fenced before it returns. `dst` and `src`
+// do not overlap.
+void StreamCopy(void* dst, const void* src, size_t bytes);
 
 uint16_t FloatToHalf(float f);
 float HalfToFloat(uint16_t h);

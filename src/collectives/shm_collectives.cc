@@ -19,8 +19,10 @@ int64_t Rounds(int64_t longest, int64_t w) { return (longest + w - 1) / w; }
 // A run of elements over pieces, addressed by element offset.
 class Run {
  public:
-  Run(const Piece* pieces, size_t n, size_t esize)
-      : pieces_(pieces), n_(n), esize_(esize) {}
+  // `stream`: results that go to a buffer other than their operand's (out
+  // of place) are written around the cache (StreamCopy).
+  Run(const Piece* pieces, size_t n, size_t esize, bool stream = false)
+      : pieces_(pieces), n_(n), esize_(esize), stream_(stream) {}
   int64_t count() const {
     return n_ == 0 ? 0 : pieces_[n_ - 1].offset + pieces_[n_ - 1].count;
   }
@@ -60,9 +62,14 @@ class Run {
         });
   }
   void CopyIn(int64_t start, int64_t len, const char* src) const {
-    ForEach(start, len, [&](char* p, int64_t at, int64_t k) {
-      std::memcpy(p, src + at * esize_, k * esize_);
-    });
+    ForEachPiece(start, len,
+                 [&](const Piece& p, int64_t from, int64_t at, int64_t k) {
+                   char* d = static_cast<char*>(p.data) + from * esize_;
+                   if (stream_ && p.src != nullptr)
+                     StreamCopy(d, src + at * esize_, k * esize_);
+                   else
+                     std::memcpy(d, src + at * esize_, k * esize_);
+                 });
   }
   // Out of place in one pass: the operand's elements [start, start + len)
   // reduced with `other` where the result goes (and finished as Reduce).
@@ -75,8 +82,16 @@ class Run {
           const char* a = p.src != nullptr
                               ? static_cast<const char*>(p.src) + from * esize_
                               : d;
-          ReduceOfScaled(d, publish ? publish + at * esize_ : nullptr, a,
-                         other + at * esize_, k, dtype, op, factor);
+          char* pub = publish ? publish + at * esize_ : nullptr;
+          if (stream_ && p.src != nullptr && pub != nullptr) {
+            // Into the region, which stays in cache, then around the cache
+            // into the result.
+            ReduceOfScaled(pub, nullptr, a, other + at * esize_, k, dtype, op,
+                           factor);
+            StreamCopy(d, pub, k * esize_);
+            return;
+          }
+          ReduceOfScaled(d, pub, a, other + at * esize_, k, dtype, op, factor);
         });
   }
   // Reduces `src` into the result elements [start, start + len), then
@@ -94,6 +109,7 @@ class Run {
   const Piece* pieces_;
   size_t n_;
   size_t esize_;
+  bool stream_;
 };
 
 // Each round, member i reduces (up to w elements of) block i straight from
@@ -159,12 +175,14 @@ Status BlockRounds(ShmGroup& g, const Run& run,
 
 Status ShmAllreduce(ShmGroup& g, const Piece* pieces, size_t np, DataType dtype,
                     ReduceOp op, int64_t small_bytes, double postscale) {
-  const Run run(pieces, np, DataTypeSize(dtype));
-  const int64_t count = run.count();
+  const size_t esize = DataTypeSize(dtype);
+  const int64_t count = Run(pieces, np, esize).count();
   if (count == 0) return Status::OK();
   const int n = g.size();
-  const size_t esize = DataTypeSize(dtype);
   const int64_t bytes = count * static_cast<int64_t>(esize);
+  const Run run(
+      pieces, np, esize,
+      g.stream_bytes() > 0 && bytes >= static_cast<int64_t>(g.stream_bytes()));
   if (bytes < small_bytes && bytes <= static_cast<int64_t>(g.region_bytes())) {
     g.NextStep();
     run.CopyOut(0, count, g.region(g.index()));

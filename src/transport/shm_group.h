@@ -39,6 +39,12 @@ struct ShmConfig {
   // Large allreduce rounds moving at least this many bytes seal their half
   // (Seal); 0: never.
   size_t seal_bytes = 1u << 20;
+  // Allreduces of at least this many bytes write their out-of-place results
+  // around the cache (StreamCopy): a framework allocates that buffer for
+  // each call, so it is cold, and a store to a line not in cache reads the
+  // line from memory first. Below it the result may still be in cache when
+  // the framework reads it. 0: never.
+  size_t stream_bytes = 32u << 20;
   double timeout_s = 300;  // longest wait for a silent peer
   double spin_us = 50;     // most busy-waiting before sleeping
 };
@@ -62,6 +68,7 @@ class ShmGroup {
   const std::vector<int>& members() const { return members_; }
   size_t region_bytes() const { return config_.region_bytes; }
   size_t seal_bytes() const { return config_.seal_bytes; }
+  size_t stream_bytes() const { return config_.stream_bytes; }
 
   // Switches every region to its other half, unless the last step ended
   // with Seal. All members call both at the same points.
