@@ -598,20 +598,7 @@ NB_MODULE(_core, m) {
           nb::arg("op"), nb::arg("array"), nb::arg("keep").none(),
           nb::arg("finish").none(), nb::arg("prefix"), nb::arg("name"),
           nb::arg("reduce_op"), nb::arg("prescale"), nb::arg("postscale"),
-          nb::arg("root"), nb::arg("process_set"))
-      // enqueue_one for what DistributedOptimizer submits per gradient: an
-      // in-place allreduce named `allreduce.<name>` on the global set,
-      // whose result is `keep`. Few positional arguments, none of them
-      // None, and no argument names: nanobind then takes its simple call
-      // path, which costs less than enqueue_one's per call.
-      .def("allreduce_named",
-           [](HandleTable& table, nb::handle array, nb::object keep,
-              std::string_view name, int reduce_op, double prescale,
-              double postscale) {
-             return EnqueueOne(table, OpType::kAllreduce, array,
-                               std::move(keep), nb::none(), "allreduce", name,
-                               reduce_op, prescale, postscale, 0, 0);
-           });
+          nb::arg("root"), nb::arg("process_set"));
   m.def("allreduce_async_function", &MakeAllreduceAsync, nb::arg("table"),
         nb::arg("export"), nb::arg("fallback"), nb::arg("global_set"),
         nb::arg("default_op"));

@@ -113,8 +113,6 @@ def test_enqueue_needs_a_bound_engine():
     with pytest.raises(ValueError, match="not been initialized"):
         t.enqueue_one(0, a.__dlpack__(), a, None, "allreduce", "x", 1, 1.0,
                       1.0, 0, 0)
-    with pytest.raises(ValueError, match="not been initialized"):
-        t.allreduce_named(a.__dlpack__(), a, "x", 1, 1.0, 1.0)
 
 
 def test_enqueue_takes_capsules_and_dlpack_exporters_only():
@@ -125,17 +123,15 @@ def test_enqueue_takes_capsules_and_dlpack_exporters_only():
     t = table()
     a = np.ones(4, dtype=np.float32)
     with pytest.raises(ValueError, match="not been initialized"):
-        t.allreduce_named(a, a, "x", 1, 1.0, 1.0)
+        t.enqueue_one(0, a, a, None, "allreduce", "x", 1, 1.0, 1.0, 0, 0)
     for bad in (Payload(), "tensor", 3):
-        with pytest.raises(TypeError, match="DLPack"):
-            t.allreduce_named(bad, a, "x", 1, 1.0, 1.0)
         with pytest.raises(TypeError, match="DLPack"):
             t.enqueue_one(0, bad, a, None, "allreduce", "x", 1, 1.0, 1.0, 0,
                           0)
     used = a.__dlpack__()
     np.from_dlpack(_Exporter(used))  # consumes it
     with pytest.raises(TypeError, match="DLPack"):
-        t.allreduce_named(used, a, "x", 1, 1.0, 1.0)
+        t.enqueue_one(0, used, a, None, "allreduce", "x", 1, 1.0, 1.0, 0, 0)
 
 
 class _Exporter:

@@ -157,16 +157,18 @@ def check_allreduce_reads_dlpack_capsules_as_exporters_write_them():
     from horovod.torch import mpi_ops
     a = np.arange(8, dtype=np.float32) * (r + 1)
     capsule, alive = _capsule(a, 3, 1)
-    h = mpi_ops._handles.allreduce_named(capsule, a, "capsule.offset",
-                                         int(hvd.Sum), 1.0, 1.0)
+    h = mpi_ops._handles.enqueue_one(mpi_ops._ALLREDUCE, capsule, a, None,
+                                     "allreduce", "capsule.offset",
+                                     int(hvd.Sum), 1.0, 1.0, 0, 0)
     assert hvd.synchronize(h) is a
     total = sum(k + 1 for k in ranks)
     assert a.tolist() == [float(i * (r + 1)) for i in range(3)] + \
         [float(i * total) for i in range(3, 8)]
     capsule, alive = _capsule(a, 0, -1)
     try:
-        mpi_ops._handles.allreduce_named(capsule, a, "capsule.bad",
-                                         int(hvd.Sum), 1.0, 1.0)
+        mpi_ops._handles.enqueue_one(mpi_ops._ALLREDUCE, capsule, a, None,
+                                     "allreduce", "capsule.bad", int(hvd.Sum),
+                                     1.0, 1.0, 0, 0)
         raise AssertionError("a negative ndim was accepted")
     except hvd.HorovodInvalidArgumentError as e:
         assert "malformed DLPack tensor (rank %d): ndim -1" % r in str(e)
