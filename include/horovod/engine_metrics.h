@@ -24,6 +24,10 @@ struct EngineMetrics {
   // coordinator directly, though it posts on the board like the others).
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
+  // Of the slots posted on the ready board, those that waited out its
+  // patience for the other ranks and went to rank 0: this rank reached
+  // them that much earlier than some other rank.
+  uint64_t board_overdue = 0;
 
   // Seconds of the loop, by phase.
   double idle_s = 0;         // nothing submitted: waiting for work

@@ -31,7 +31,7 @@ struct ReadyBoard::Half {
 size_t ReadyBoard::AreaBytes() {
   // Each half starts a cache line (areas do).
   static_assert(sizeof(Half) % 64 == 0, "halves are whole cache lines");
-  return 2 * sizeof(Half);
+  return 2 * sizeof(Half) + kMarks * sizeof(std::atomic<uint64_t>);
 }
 
 ReadyBoard::ReadyBoard(std::vector<char*> areas, int me, uint32_t capacity,
@@ -41,13 +41,34 @@ ReadyBoard::ReadyBoard(std::vector<char*> areas, int me, uint32_t capacity,
       capacity_(capacity),
       wake_(std::move(wake)),
       cursor_(areas_.size()),
-      offset_(areas_.size()) {
+      offset_(areas_.size()),
+      executed_(kMarks, 0) {
   static_assert(std::atomic<uint64_t>::is_always_lock_free,
                 "the round counter is shared between processes");
 }
 
 ReadyBoard::Half* ReadyBoard::half(int m, uint64_t round) const {
   return reinterpret_cast<Half*>(areas_[m]) + (round & 1);
+}
+
+std::atomic<uint64_t>* ReadyBoard::marks(int m) const {
+  return reinterpret_cast<std::atomic<uint64_t>*>(areas_[m] + 2 * sizeof(Half));
+}
+
+void ReadyBoard::MarkSentUsually(uint32_t slot, uint64_t epoch) {
+  marks(me_)[slot % kMarks].store(epoch + 1, std::memory_order_relaxed);
+}
+
+void ReadyBoard::NoteExecuted(uint32_t slot, uint64_t epoch) {
+  executed_[slot % kMarks] = epoch;
+}
+
+bool ReadyBoard::PeerSentUsually(uint32_t slot) const {
+  const size_t i = slot % kMarks;
+  for (int m = 0; m < size(); ++m)
+    if (m != me_ && marks(m)[i].load(std::memory_order_relaxed) > executed_[i])
+      return true;
+  return false;
 }
 
 // A member is at most one round ahead of us (it posts round k + 1 only

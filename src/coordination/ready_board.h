@@ -17,6 +17,14 @@
 // possibly nothing), so a round completes within one loop step of every
 // rank. When to post and what to do with the result is the engine's.
 //
+// A rank whose offer waited out the engine's patience sends it to rank 0
+// and marks its slot, with the epoch, in its area. It will not post that
+// submission again, so a peer holding an offer of the slot that it has not
+// executed since sends it the same way at once, instead of waiting out a
+// patience of its own for a round that cannot agree on it. Marks are hints:
+// slots share them modulo kMarks, and a wrong reading costs one tensor a
+// trip through rank 0 or one patience, never a result.
+//
 // Everything read from a peer's board is checked against the layout's
 // bounds before use: slots ascending and below the cache's capacity, counts
 // and payload lengths within the board.
@@ -28,6 +36,7 @@
 
 #include <horovod/status.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -40,6 +49,8 @@ class ReadyBoard {
   // Most slots one round can carry, and most bytes of small tensors.
   static constexpr size_t kMaxSlots = 2048;
   static constexpr size_t kPayloadBytes = 32 << 10;
+  // Marks of slots sent to rank 0 each area holds.
+  static constexpr size_t kMarks = 4096;
   // Bytes of one rank's area (zeroed by its creator).
   static size_t AreaBytes();
 
@@ -92,19 +103,31 @@ class ReadyBoard {
   // layout's bounds fails the job: its process is not one of ours.
   Status Poll(bool* complete, Result* out);
 
+  // Our offer of `slot` goes to rank 0 at `epoch` (response lists executed)
+  // after waiting out the patience.
+  void MarkSentUsually(uint32_t slot, uint64_t epoch);
+  // We executed `slot` in response list `epoch` (counted from 1): marks
+  // made before it are of submissions already done.
+  void NoteExecuted(uint32_t slot, uint64_t epoch);
+  // Some member marked `slot` after the last list that executed it here.
+  bool PeerSentUsually(uint32_t slot) const;
+
  private:
   struct Half;
   Half* half(int m, uint64_t round) const;
+  // Member m's marks, each 0 or the marking epoch + 1.
+  std::atomic<uint64_t>* marks(int m) const;
   Status Check(int m, const Half& h) const;
 
   std::vector<char*> areas_;
   int me_;
   uint32_t capacity_;
   std::function<void(int)> wake_;
-  uint64_t posted_ = 0;           // rounds we posted
-  uint64_t read_ = 0;             // rounds we read back
-  std::vector<size_t> cursor_;    // per member, merge position
-  std::vector<uint32_t> offset_;  // per member, payload offset at cursor
+  uint64_t posted_ = 0;             // rounds we posted
+  uint64_t read_ = 0;               // rounds we read back
+  std::vector<size_t> cursor_;      // per member, merge position
+  std::vector<uint32_t> offset_;    // per member, payload offset at cursor
+  std::vector<uint64_t> executed_;  // per mark, the last list executing it
 };
 
 }  // namespace horovod

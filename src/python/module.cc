@@ -541,6 +541,7 @@ NB_MODULE(_core, m) {
              d["bytes"] = m.bytes;
              d["cache_hits"] = m.cache_hits;
              d["cache_misses"] = m.cache_misses;
+             d["board_overdue"] = m.board_overdue;
              d["idle_s"] = m.idle_s;
              d["negotiate_s"] = m.negotiate_s;
              d["bookkeeping_s"] = m.bookkeeping_s;

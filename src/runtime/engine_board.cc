@@ -102,13 +102,19 @@ void EngineImpl::OrderOffersBySlot() {
 void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
                            bool eager) {
   if (board_ == nullptr || board_->open()) return;
-  // Offers whose slot changed since the lookup, or that waited too long,
-  // go the usual way (looked up again: the slot may hold another tensor).
+  // Offers whose slot changed since the lookup, that waited too long, or
+  // that another rank gave up on go the usual way (looked up again: the
+  // slot may hold another tensor).
   kept_.clear();
   for (BoardOffer& o : offers_) {
     const bool stale =
         !cache_.Has(o.slot) || cache_.ChangedAt(o.slot) > o.found_at;
-    if (stale || now - o.since >= kBoardPatience)
+    const bool overdue = !stale && now - o.since >= kBoardPatience;
+    if (overdue) {
+      board_->MarkSentUsually(o.slot, epoch_);
+      board_overdue_.Add(1);
+    }
+    if (stale || overdue || board_->PeerSentUsually(o.slot))
       SendUsually(o.request(), list);
     else
       kept_.push_back(std::move(o));

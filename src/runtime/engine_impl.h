@@ -380,6 +380,7 @@ class EngineImpl {
   StepTotals totals_;
   DriveCounter<uint64_t> cache_hits_;
   DriveCounter<uint64_t> cache_misses_;
+  DriveCounter<uint64_t> board_overdue_;
   std::unordered_map<uint32_t, std::string> hit_keys_;
   // A request waiting on the board under its cache slot. Its queue record
   // stays queued (its entry untouched) until the round that agrees on it

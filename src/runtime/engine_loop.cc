@@ -203,6 +203,7 @@ EngineMetrics EngineImpl::Metrics() const {
   }
   m.cache_hits = cache_hits_.Get();
   m.cache_misses = cache_misses_.Get();
+  m.board_overdue = board_overdue_.Get();
   if (gate_ != nullptr) m.wait_s = Seconds(gate_->wait_time());
   return m;
 }

@@ -241,6 +241,8 @@ Status EngineImpl::ExecuteList(const ResponseList& list) {
         if (r.slots.size() != r.names.size() ||
             !cache_.Refresh(r.slots[i], r, i))
           cache_.Put(r, i, epoch_);
+    if (board_ != nullptr)
+      for (uint32_t slot : r.slots) board_->NoteExecuted(slot, epoch_);
   }
   // Hits the coordinator could not trust go again in full.
   std::vector<Request> resend;

@@ -865,7 +865,8 @@ TEST(Engine, MetricsHoldTheWorkOfEveryCompletedHandle) {
 // Cached allreduces agreed on the ready board (every rank on one host):
 // small tensors reduced from the boards, large ones fused into collectives,
 // each with its reduce op and scales; exact results every step, also when
-// one rank submits later than the board waits (they go through rank 0).
+// one rank submits later than the board waits (they go through rank 0: the
+// others' offers wait out the patience, the late rank's follow at once).
 TEST(Engine, ReadyBoardStepsGiveExactResults) {
   const int n = 3, steps = 12;
   struct Case {
@@ -886,10 +887,12 @@ TEST(Engine, ReadyBoardStepsGiveExactResults) {
   const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
                                                             std::string* fail) {
     const EngineMetrics m0 = e->Metrics();
+    EngineMetrics before_late;
     for (int s = 0; s < steps; ++s) {
       // Step 5: rank 2 is late, beyond the board's patience.
+      if (s == 5) before_late = e->Metrics();
       if (s == 5 && r == 2)
-        std::this_thread::sleep_for(std::chrono::milliseconds(60));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
       std::vector<std::vector<float>> v;
       std::vector<Handle> hs(cases.size());
       for (size_t c = 0; c < cases.size(); ++c) {
@@ -939,6 +942,12 @@ TEST(Engine, ReadyBoardStepsGiveExactResults) {
           }
         }
       }
+      if (s != 5) continue;
+      const uint64_t overdue =
+          e->Metrics().board_overdue - before_late.board_overdue;
+      if (r == 2 ? overdue != 0 : overdue == 0)
+        *fail += "step 5: " + std::to_string(overdue) +
+                 " offers waited out the patience;";
     }
     // Rank 0 names the cached tensors by slot on the board: no other
     // path has it do so.

@@ -78,6 +78,41 @@ TEST(ReadyBoard, AgreesOnTheSlotsEveryMemberPosted) {
   }
 }
 
+// A member that sent a slot to rank 0 marks it; the others see the mark
+// until they execute that slot in a later response list, and never their
+// own marks.
+TEST(ReadyBoard, SlotsSentToRankZeroAreMarkedUntilExecuted) {
+  Boards boards(3);
+  std::vector<ReadyBoard> b;
+  for (int m = 0; m < 3; ++m) b.push_back(boards.Make(m));
+  for (int m = 0; m < 3; ++m) EXPECT_FALSE(b[m].PeerSentUsually(5));
+  // Everyone executed slot 5 in list 3; member 0 gives up on its next
+  // submission at epoch 4.
+  for (int m = 0; m < 3; ++m) b[m].NoteExecuted(5, 3);
+  b[0].MarkSentUsually(5, 4);
+  EXPECT_FALSE(b[0].PeerSentUsually(5));
+  EXPECT_TRUE(b[1].PeerSentUsually(5));
+  EXPECT_TRUE(b[2].PeerSentUsually(5));
+  EXPECT_FALSE(b[1].PeerSentUsually(6));
+  // Member 1 executes that submission (list 5): the mark is spent there,
+  // and still news to member 2.
+  b[1].NoteExecuted(5, 5);
+  EXPECT_FALSE(b[1].PeerSentUsually(5));
+  EXPECT_TRUE(b[2].PeerSentUsually(5));
+  // Slots share marks modulo kMarks.
+  EXPECT_TRUE(b[2].PeerSentUsually(5 + ReadyBoard::kMarks));
+  // Marks live beside the rounds and leave them alone.
+  PostTagged(b[0], 4, {{5, 4}}, 'a');
+  PostTagged(b[1], 4, {{5, 4}}, 'b');
+  PostTagged(b[2], 4, {{5, 4}}, 'c');
+  for (int m = 0; m < 3; ++m) {
+    const ReadyBoard::Result r = Read(b[m]);
+    EXPECT_EQ(r.slots, (std::vector<uint32_t>{5}));
+    EXPECT_EQ(r.carried_bytes, (std::vector<uint32_t>{4}));
+  }
+  EXPECT_TRUE(b[2].PeerSentUsually(5));
+}
+
 TEST(ReadyBoard, DifferentEpochsAreDiscardedByEveryone) {
   Boards boards(2);
   ReadyBoard a = boards.Make(0), b = boards.Make(1);

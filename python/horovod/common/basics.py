@@ -184,6 +184,9 @@ class HorovodBasics:
         - ``cache_hits``, ``cache_misses``: requests named by their
           response-cache slot (to rank 0, or on the ready board every rank
           of one host shares) or sent to rank 0 in full;
+        - ``board_overdue``: of those posted on the ready board, the ones
+          that waited out its patience (20 ms) for the other ranks and went
+          to rank 0: this rank submitted them that much earlier;
         - the background loop's seconds by phase, which add up to the time
           it ran: ``idle_s`` (nothing submitted), ``negotiate_s``
           (submitted work waiting for the other ranks and rank 0's answer),

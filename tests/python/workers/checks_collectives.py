@@ -325,8 +325,8 @@ def check_broadcast_parameters_state_dict_and_lists():
 
 def check_metrics_count_the_work_between_two_snapshots():
     keys = {"cycles", "responses", "tensors", "bytes", "cache_hits",
-            "cache_misses", "idle_s", "negotiate_s", "bookkeeping_s",
-            "copy_s", "transfer_s", "wait_s"}
+            "cache_misses", "board_overdue", "idle_s", "negotiate_s",
+            "bookkeeping_s", "copy_s", "transfer_s", "wait_s"}
     before = hvd.metrics()
     assert set(before) == keys, sorted(before)
     ts = [torch.ones(1000) for _ in range(4)]
@@ -348,6 +348,10 @@ def check_metrics_count_the_work_between_two_snapshots():
     assert all(delta[k] >= 0 for k in keys), delta
     if r > 0:  # the same names every step: cached after the first
         assert delta["cache_hits"] == 16 and delta["cache_misses"] == 4, delta
+    # The late rank's offers follow the others' to rank 0 at once, when
+    # there is a ready board (the others' wait out its patience).
+    if r == n - 1:
+        assert delta["board_overdue"] == 0, delta
     close(ts[0], torch.ones(1000))  # averaged
 
 
