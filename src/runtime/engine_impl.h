@@ -296,10 +296,11 @@ class EngineImpl {
   // Reads back our open round, if every rank has posted it, and executes
   // what it agreed on.
   Status BoardComplete();
-  // Unless a round is open: hands stale or overdue offers to `list` (their
-  // usual way), and posts a round when we have new offers, or when another
-  // rank has started one and we have offers, `eager` says we just sent
-  // rank 0 something, or kBoardJoinGrace has passed.
+  // Unless a round is open: hands stale or overdue offers, and those
+  // another rank marked as overdue, to `list` (their usual way), and posts a
+  // round when we have new offers, or when another rank has started one and we
+  // have offers, `eager` says we just sent rank 0 something, or kBoardJoinGrace
+  // has passed.
   void BoardPost(RequestList* list, Clock::time_point now, bool eager);
   Status ExecuteBoard(const ReadyBoard::Result& result);
   // posted_ = the indices of offers_, ascending by slot.
