@@ -261,6 +261,13 @@ def targets(res, fusion, train, tune):
         paired_ratio(train, ("hvd", 2), ("hvd", 1)), ">= 1.9x", lambda v: v >= 1.9)
     row("training np=2, ours vs DDP (img/s)", h2, d2,
         paired_ratio(train, ("hvd", 2), ("ddp", 2)), ">= 1.0x", lambda v: v >= 1.0)
+    solo = med.get(("hvd-2-solo", 2))
+    row("training np=2 vs two independent one-rank runs (img/s)", h2, solo,
+        paired_ratio(train, ("hvd", 2), ("hvd-2-solo", 2)),
+        "(machine ceiling)", lambda v: True)
+    row("two independent one-rank runs vs np=1 (img/s)", solo, h1,
+        paired_ratio(train, ("hvd-2-solo", 2), ("hvd", 1)),
+        "(the most np=2 could reach)", lambda v: True)
     for fw, label in (("TensorFlow", "hvd-tf"),
                       ("TensorFlow in tf.function", "hvd-tf-jit"),
                       ("JAX", "hvd-jax"), ("JAX in jit", "hvd-jax-jit"),

@@ -176,6 +176,8 @@ clusters() {
   run clusters-np2 python benchmarks/cluster_startup.py --np 2 --trials 5
 }
 
+# Training: examples/pytorch_synthetic_benchmark.py at np=1 and 2, torch DDP
+# at np=2, and two independent one-rank runs at once, in every round.
 training() {
   local A="--model resnet18 --batch-size 16 --image-size 64 --num-warmup-batches 3 --num-batches-per-iter 5 --num-iters 5 --num-threads 1"
   local total r np
@@ -188,6 +190,14 @@ training() {
     run train-ddp-np2-r$r torchrun --standalone --nproc_per_node 2 benchmarks/ddp_synthetic.py $A
     total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-ddp-np2-r$r.txt" | awk '{print $NF}')
     echo "TRAIN,ddp,2,${total:-nan}" >> "$OUT/results.csv"
+    # Two independent one-rank runs at once: what this machine gives two
+    # processes with no communication at all, the ceiling of np=2.
+    ( python examples/pytorch_synthetic_benchmark.py $A --no-cuda > "$OUT/train-solo-a-r$r.txt" 2>&1 &
+      python examples/pytorch_synthetic_benchmark.py $A --no-cuda > "$OUT/train-solo-b-r$r.txt" 2>&1
+      wait )
+    a=$(grep -ohE 'Total img/sec on 1 CPU\(s\): [0-9.]+' "$OUT/train-solo-a-r$r.txt" | awk '{print $NF}')
+    b=$(grep -ohE 'Total img/sec on 1 CPU\(s\): [0-9.]+' "$OUT/train-solo-b-r$r.txt" | awk '{print $NF}')
+    echo "TRAIN,hvd-2-solo,2,$(python -c "print(${a:-nan} + ${b:-nan})")" >> "$OUT/results.csv"
   done
 }
 
