@@ -125,7 +125,7 @@ frameworks() {
       wait )
     a=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-a-r$r.txt" | cut -d, -f4)
     b=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-b-r$r.txt" | cut -d, -f4)
-    echo "TRAIN,keras-2-solo,2,$(python -c "print(${a:-nan} + ${b:-nan})")" >> "$OUT/results.csv"
+    echo "TRAIN,keras-2-solo,2,$(python -c "print(float('${a:-nan}') + float('${b:-nan}'))")" >> "$OUT/results.csv"
   done
 }
 
@@ -180,7 +180,7 @@ clusters() {
 # at np=2, and two independent one-rank runs at once, in every round.
 training() {
   local A="--model resnet18 --batch-size 16 --image-size 64 --num-warmup-batches 3 --num-batches-per-iter 5 --num-iters 5 --num-threads 1"
-  local total r np
+  local total r np a b
   for r in $(seq "$ROUNDS"); do
     for np in 1 2; do
       run train-hvd-np$np-r$r horovodrun -np $np python examples/pytorch_synthetic_benchmark.py $A --no-cuda
@@ -197,7 +197,7 @@ training() {
       wait )
     a=$(grep -ohE 'Total img/sec on 1 CPU\(s\): [0-9.]+' "$OUT/train-solo-a-r$r.txt" | awk '{print $NF}')
     b=$(grep -ohE 'Total img/sec on 1 CPU\(s\): [0-9.]+' "$OUT/train-solo-b-r$r.txt" | awk '{print $NF}')
-    echo "TRAIN,hvd-2-solo,2,$(python -c "print(${a:-nan} + ${b:-nan})")" >> "$OUT/results.csv"
+    echo "TRAIN,hvd-2-solo,2,$(python -c "print(float('${a:-nan}') + float('${b:-nan}'))")" >> "$OUT/results.csv"
   done
 }
 
