@@ -1,8 +1,25 @@
 // EngineImpl, failures: heartbeats and peer silence, finding the rank that
 // actually failed, and telling every peer when the job cannot go on.
+#include <cstdio>
+
 #include "runtime/engine_impl.h"
 
 namespace horovod {
+
+namespace {
+
+// The rank a transport's silence verdict ("rank N sent nothing for ...")
+// names, or -1 for any other failure.
+int SilentRank(const std::string& reason) {
+  int rank = -1, end = 0;
+  if (std::sscanf(reason.c_str(), "rank %d sent nothing for%n", &rank, &end) !=
+          1 ||
+      end == 0)
+    return -1;
+  return rank;
+}
+
+}  // namespace
 
 Status EngineImpl::RootCause(const Status& st) {
   if (job_.size == 1) return st;
@@ -23,10 +40,16 @@ Status EngineImpl::RootCause(const Status& st) {
       if (!control_[r]->ReadFrame(kMaxControlFrame, deadline, &frame).ok())
         return Disconnected(static_cast<int>(r), st);
       RequestList l;
-      if (DecodeRequestList(frame, job_.size, &l).ok() &&
-          !l.abort_reason.empty())
-        return Status::Aborted("rank " + std::to_string(r) +
-                               " failed: " + l.abort_reason);
+      if (!DecodeRequestList(frame, job_.size, &l).ok() ||
+          l.abort_reason.empty())
+        continue;
+      // In a ring, the rank after this one waits for this rank's data while
+      // this rank waits for a stopped third one's: both time out together,
+      // and that peer's verdict names this rank, which is alive.
+      if (SilentRank(l.abort_reason) == 0 && SilentRank(st.message()) > 0)
+        continue;
+      return Status::Aborted("rank " + std::to_string(r) +
+                             " failed: " + l.abort_reason);
     }
   }
   return st;
