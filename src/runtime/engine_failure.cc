@@ -11,12 +11,9 @@ namespace {
 // The rank a transport's silence verdict ("rank N sent nothing for ...")
 // names, or -1 for any other failure.
 int SilentRank(const std::string& reason) {
-  int rank = -1, end = 0;
-  if (std::sscanf(reason.c_str(), "rank %d sent nothing for%n", &rank, &end) !=
-          1 ||
-      end == 0)
-    return -1;
-  return rank;
+  int rank = -1, end = 0;  // %n is set only when the whole pattern matched
+  std::sscanf(reason.c_str(), "rank %d sent nothing for%n", &rank, &end);
+  return end > 0 ? rank : -1;
 }
 
 }  // namespace
