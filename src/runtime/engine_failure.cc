@@ -1,22 +1,9 @@
 // EngineImpl, failures: heartbeats and peer silence, finding the rank that
 // actually failed, and telling every peer when the job cannot go on.
-#include <cstdio>
-
+#include "common/silence_verdict.h"
 #include "runtime/engine_impl.h"
 
 namespace horovod {
-
-namespace {
-
-// The rank a transport's silence verdict ("rank N sent nothing for ...")
-// names, or -1 for any other failure.
-int SilentRank(const std::string& reason) {
-  int rank = -1, end = 0;  // %n is set only when the whole pattern matched
-  std::sscanf(reason.c_str(), "rank %d sent nothing for%n", &rank, &end);
-  return end > 0 ? rank : -1;
-}
-
-}  // namespace
 
 Status EngineImpl::RootCause(const Status& st) {
   if (job_.size == 1) return st;
@@ -108,12 +95,9 @@ Status EngineImpl::CheckLiveness(Clock::time_point now) {
   int link = liveness_->Silent(now);
   if (link >= 0) {
     const int peer = job_.rank == 0 ? link + 1 : 0;
-    char took[32];
-    std::snprintf(took, sizeof(took), "%.1f", liveness_->SilentFor(link, now));
     return Status::Aborted(
-        "rank " + std::to_string(peer) + " sent nothing for " + took +
-        " s (HOROVOD_OPERATION_TIMEOUT_SECONDS); it is hung or its "
-        "connection is blackholed");
+        SilenceVerdict(peer, liveness_->SilentFor(link, now),
+                       "hung or its connection is blackholed"));
   }
   // A busy shared-memory link never idles long enough to look at its
   // socket; this way a hang-up there is noticed within a heartbeat.

@@ -12,6 +12,7 @@
 
 #include "common/deadline.h"
 #include "common/poly1305.h"
+#include "common/silence_verdict.h"
 
 namespace horovod {
 
@@ -178,11 +179,8 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
     if (aborted_.load()) return AbortedStatus();
     if (rc == 0) {
       int who = recvd < rall ? src : dst;
-      return Status::Timeout("rank " + std::to_string(who) +
-                             " sent nothing for " +
-                             std::to_string(static_cast<int>(timeout_s_)) +
-                             " s (HOROVOD_OPERATION_TIMEOUT_SECONDS); it is "
-                             "hung or unreachable");
+      return Status::Timeout(
+          SilenceVerdict(who, timeout_s_, "hung or unreachable"));
     }
   }
   if (mac_in) {
