@@ -44,6 +44,20 @@ run() {
   grep -ohE '(RESULT|FUSION|TRAIN|AUTOTUNE|STARTUP),.*' "$OUT/$name.txt" >> "$OUT/results.csv"
 }
 
+# solo_pair NAME ROW PATTERN CMD...: CMD twice at once, as two independent
+# one-rank runs (what this machine gives np=2 at most), outputs in
+# NAME-a.txt and NAME-b.txt; the sum of the two rates that PATTERN's last
+# field gives is the TRAIN row ROW at np=2 (nan when a run printed none).
+solo_pair() {
+  local name=$1 row=$2 pattern=$3; shift 3
+  log "run $name (two at once): $*"
+  ( "$@" > "$OUT/$name-a.txt" 2>&1 & "$@" > "$OUT/$name-b.txt" 2>&1; wait )
+  local a b
+  a=$(grep -ohE "$pattern" "$OUT/$name-a.txt" | grep -oE '[0-9.]+$')
+  b=$(grep -ohE "$pattern" "$OUT/$name-b.txt" | grep -oE '[0-9.]+$')
+  echo "TRAIN,$row,2,$(python -c "print(float('${a:-nan}') + float('${b:-nan}'))")" >> "$OUT/results.csv"
+}
+
 anchors() {
   if [ ! -d "$ANCHORS" ]; then log "no anchors at $ANCHORS; skipped"; return; fi
   if ! dpkg -s libgloo-dev >/dev/null 2>&1; then
@@ -113,19 +127,15 @@ frameworks() {
     # memory, each call faults in new pages (about 0.4 GB/s on this VM).
     run hvd-jax-jit-nokeep-np$np horovodrun -np $np env HOROVOD_KEEP_FREED_MEMORY=0 python benchmarks/framework_allreduce.py --framework jax --jit -l hvd-jax-jit-nokeep $S
   done
-  local K=benchmarks/keras_synthetic.py r a b
+  local K=benchmarks/keras_synthetic.py r
   for r in $(seq "$ROUNDS"); do
     for np in 1 2; do
       run train-keras-np$np-r$r horovodrun -np $np python $K --mode hvd
       run train-keras-loop-np$np-r$r horovodrun -np $np python $K --mode hvd-loop
     done
     run train-keras-mwms-np2-r$r python $K --mode mwms --np 2
-    ( HOROVOD_RANK=0 HOROVOD_SIZE=1 python $K --mode hvd > "$OUT/train-keras-solo-a-r$r.txt" 2>&1 &
-      HOROVOD_RANK=0 HOROVOD_SIZE=1 python $K --mode hvd > "$OUT/train-keras-solo-b-r$r.txt" 2>&1
-      wait )
-    a=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-a-r$r.txt" | cut -d, -f4)
-    b=$(grep -ohE 'TRAIN,keras-hvd,1,[0-9.]+' "$OUT/train-keras-solo-b-r$r.txt" | cut -d, -f4)
-    echo "TRAIN,keras-2-solo,2,$(python -c "print(float('${a:-nan}') + float('${b:-nan}'))")" >> "$OUT/results.csv"
+    solo_pair train-keras-solo-r$r keras-2-solo 'TRAIN,keras-hvd,1,[0-9.]+' \
+      env HOROVOD_RANK=0 HOROVOD_SIZE=1 python $K --mode hvd
   done
 }
 
@@ -180,7 +190,7 @@ clusters() {
 # at np=2, and two independent one-rank runs at once, in every round.
 training() {
   local A="--model resnet18 --batch-size 16 --image-size 64 --num-warmup-batches 3 --num-batches-per-iter 5 --num-iters 5 --num-threads 1"
-  local total r np a b
+  local total r np
   for r in $(seq "$ROUNDS"); do
     for np in 1 2; do
       run train-hvd-np$np-r$r horovodrun -np $np python examples/pytorch_synthetic_benchmark.py $A --no-cuda
@@ -190,14 +200,8 @@ training() {
     run train-ddp-np2-r$r torchrun --standalone --nproc_per_node 2 benchmarks/ddp_synthetic.py $A
     total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-ddp-np2-r$r.txt" | awk '{print $NF}')
     echo "TRAIN,ddp,2,${total:-nan}" >> "$OUT/results.csv"
-    # Two independent one-rank runs at once: what this machine gives two
-    # processes with no communication at all, the ceiling of np=2.
-    ( python examples/pytorch_synthetic_benchmark.py $A --no-cuda > "$OUT/train-solo-a-r$r.txt" 2>&1 &
-      python examples/pytorch_synthetic_benchmark.py $A --no-cuda > "$OUT/train-solo-b-r$r.txt" 2>&1
-      wait )
-    a=$(grep -ohE 'Total img/sec on 1 CPU\(s\): [0-9.]+' "$OUT/train-solo-a-r$r.txt" | awk '{print $NF}')
-    b=$(grep -ohE 'Total img/sec on 1 CPU\(s\): [0-9.]+' "$OUT/train-solo-b-r$r.txt" | awk '{print $NF}')
-    echo "TRAIN,hvd-2-solo,2,$(python -c "print(float('${a:-nan}') + float('${b:-nan}'))")" >> "$OUT/results.csv"
+    solo_pair train-solo-r$r hvd-2-solo 'Total img/sec on 1 CPU\(s\): [0-9.]+' \
+      python examples/pytorch_synthetic_benchmark.py $A --no-cuda
   done
 }
 
