@@ -272,7 +272,14 @@ def targets(res, fusion, train, tune):
         "(machine ceiling)")
     row("two independent one-rank runs vs np=1 (img/s)", solo, h1,
         paired_ratio(train, ("hvd-2-solo", 2), ("hvd", 1)),
-        "(the most np=2 could reach)")
+        "(the most two processes reach)")
+    lock = med.get(("hvd-lockstep", 2))
+    row("training np=2 vs np=2 in lockstep without the gradient exchange (img/s)",
+        h2, lock, paired_ratio(train, ("hvd", 2), ("hvd-lockstep", 2)),
+        "(what the exchange costs)")
+    row("np=2 in lockstep without the gradient exchange vs np=1 (img/s)", lock, h1,
+        paired_ratio(train, ("hvd-lockstep", 2), ("hvd", 1)),
+        "(the most synchronous np=2 reaches)")
     for fw, label in (("TensorFlow", "hvd-tf"),
                       ("TensorFlow in tf.function", "hvd-tf-jit"),
                       ("JAX", "hvd-jax"), ("JAX in jit", "hvd-jax-jit"),

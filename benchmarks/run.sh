@@ -55,7 +55,7 @@ solo_pair() {
   local a b
   a=$(grep -ohE "$pattern" "$OUT/$name-a.txt" | grep -oE '[0-9.]+$')
   b=$(grep -ohE "$pattern" "$OUT/$name-b.txt" | grep -oE '[0-9.]+$')
-  echo "TRAIN,$row,2,$(python -c "print(float('${a:-nan}') + float('${b:-nan}'))")" >> "$OUT/results.csv"
+  echo "TRAIN,$row,2,$(python -c "print('%.1f' % (float('${a:-nan}') + float('${b:-nan}')))")" >> "$OUT/results.csv"
 }
 
 anchors() {
@@ -186,20 +186,29 @@ clusters() {
   run clusters-np2 python benchmarks/cluster_startup.py --np 2 --trials 5
 }
 
+# train_row NAME ROW NP: the TRAIN row ROW at NP from the "Total img/sec"
+# line of NAME.txt (nan when the run printed none).
+train_row() {
+  local total
+  total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/$1.txt" | awk '{print $NF}')
+  echo "TRAIN,$2,$3,${total:-nan}" >> "$OUT/results.csv"
+}
+
 # Training: examples/pytorch_synthetic_benchmark.py at np=1 and 2, torch DDP
-# at np=2, and two independent one-rank runs at once, in every round.
+# at np=2, np=2 in lockstep without the gradient exchange, and two
+# independent one-rank runs at once, in every round.
 training() {
   local A="--model resnet18 --batch-size 16 --image-size 64 --num-warmup-batches 3 --num-batches-per-iter 5 --num-iters 5 --num-threads 1"
-  local total r np
+  local r np
   for r in $(seq "$ROUNDS"); do
     for np in 1 2; do
       run train-hvd-np$np-r$r horovodrun -np $np python examples/pytorch_synthetic_benchmark.py $A --no-cuda
-      total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-hvd-np$np-r$r.txt" | awk '{print $NF}')
-      echo "TRAIN,hvd,$np,${total:-nan}" >> "$OUT/results.csv"
+      train_row train-hvd-np$np-r$r hvd $np
     done
     run train-ddp-np2-r$r torchrun --standalone --nproc_per_node 2 benchmarks/ddp_synthetic.py $A
-    total=$(grep -oE 'Total img/sec on [0-9]+ CPU\(s\): [0-9.]+' "$OUT/train-ddp-np2-r$r.txt" | awk '{print $NF}')
-    echo "TRAIN,ddp,2,${total:-nan}" >> "$OUT/results.csv"
+    train_row train-ddp-np2-r$r ddp 2
+    run train-lockstep-np2-r$r horovodrun -np 2 python benchmarks/lockstep_synthetic.py $A
+    train_row train-lockstep-np2-r$r hvd-lockstep 2
     solo_pair train-solo-r$r hvd-2-solo 'Total img/sec on 1 CPU\(s\): [0-9.]+' \
       python examples/pytorch_synthetic_benchmark.py $A --no-cuda
   done
