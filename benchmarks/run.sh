@@ -45,9 +45,10 @@ run() {
 }
 
 # solo_pair NAME ROW PATTERN CMD...: CMD twice at once, as two independent
-# one-rank runs (what this machine gives np=2 at most), outputs in
-# NAME-a.txt and NAME-b.txt; the sum of the two rates that PATTERN's last
-# field gives is the TRAIN row ROW at np=2 (nan when a run printed none).
+# one-rank runs (what this machine gives two processes that never wait for
+# each other), outputs in NAME-a.txt and NAME-b.txt; the sum of the two
+# rates that PATTERN's last field gives is the TRAIN row ROW at np=2 (nan
+# when a run printed none).
 solo_pair() {
   local name=$1 row=$2 pattern=$3; shift 3
   log "run $name (two at once): $*"
