@@ -269,7 +269,7 @@ def targets(res, fusion, train, tune):
     solo = med.get(("hvd-2-solo", 2))
     row("training np=2 vs two independent one-rank runs (img/s)", h2, solo,
         paired_ratio(train, ("hvd", 2), ("hvd-2-solo", 2)),
-        "(machine ceiling)")
+        "(two runs that never wait)")
     row("two independent one-rank runs vs np=1 (img/s)", solo, h1,
         paired_ratio(train, ("hvd-2-solo", 2), ("hvd", 1)),
         "(the most two processes reach)")
@@ -301,7 +301,7 @@ def targets(res, fusion, train, tune):
     solo = med.get(("keras-2-solo", 2))
     row("Keras fit np=2 vs two independent one-rank runs (img/s)", k2, solo,
         paired_ratio(train, ("keras-hvd", 2), ("keras-2-solo", 2)),
-        "(machine ceiling)")
+        "(two runs that never wait)")
     loop, mwms = med.get(("keras-hvd-loop", 2)), med.get(("keras-mwms", 2))
     row("Keras custom loop np=2, ours vs MultiWorkerMirroredStrategy (img/s)",
         loop, mwms, paired_ratio(train, ("keras-hvd-loop", 2), ("keras-mwms", 2)),
