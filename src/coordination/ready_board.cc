@@ -77,7 +77,7 @@ bool ReadyBoard::PeerSentUsually(uint32_t slot) const {
 bool ReadyBoard::Behind() const {
   for (int m = 0; m < size(); ++m)
     if (m != me_ &&
-        half(m, posted_ + 1)->round.load(std::memory_order_acquire) > posted_)
+        half(m, posted_ + 1)->round.load(std::memory_order_seq_cst) > posted_)
       return true;
   return false;
 }
@@ -104,7 +104,9 @@ void ReadyBoard::Post(uint64_t epoch, int64_t fusion_threshold,
     }
   }
   h->payload_bytes = used;
-  h->round.store(round, std::memory_order_release);
+  // Sequentially consistent: peers are woken only when they sleep
+  // (Doorbell::WakeSleepers), and an awake one checks this as it waits.
+  h->round.store(round, std::memory_order_seq_cst);
   posted_ = round;
   for (int m = 0; m < size(); ++m)
     if (m != me_) wake_(m);
@@ -132,7 +134,7 @@ Status ReadyBoard::Check(int m, const Half& h) const {
 bool ReadyBoard::Readable() const {
   if (!open()) return false;
   for (int m = 0; m < size(); ++m)
-    if (half(m, posted_)->round.load(std::memory_order_acquire) < posted_)
+    if (half(m, posted_)->round.load(std::memory_order_seq_cst) < posted_)
       return false;
   return true;
 }

@@ -78,8 +78,9 @@ class ReadyBoard {
   };
 
   // `areas[m]`: member m's area; `me`: our index; `capacity`: the response
-  // cache's (slots at or above it are refused); `wake(m)` rings member m so
-  // that a sleeping loop looks at the boards.
+  // cache's (slots at or above it are refused); `wake(m)`, called after a
+  // post, must wake member m's loop if it sleeps (an awake loop checks
+  // Readable and Behind itself as it waits).
   ReadyBoard(std::vector<char*> areas, int me, uint32_t capacity,
              std::function<void(int)> wake);
 

@@ -33,7 +33,7 @@ void EngineImpl::UseBoard() {
   board_ = std::make_unique<ReadyBoard>(
       std::move(areas), shm_->index(),
       static_cast<uint32_t>(knobs_.cache_capacity),
-      [shm = shm_.get()](int m) { shm->doorbell(m)->Ring(); });
+      [shm = shm_.get()](int m) { shm->doorbell(m)->WakeSleepers(); });
 }
 
 bool EngineImpl::BoardEligible(const Request& r) const {
@@ -67,6 +67,12 @@ int EngineImpl::BoardDueMs(Clock::time_point now) const {
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(due - now);
   return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 1000));
+}
+
+bool EngineImpl::BoardNews() const {
+  if (board_ == nullptr) return false;
+  if (board_->open()) return board_->Readable();
+  return behind_since_ == Clock::time_point::max() && board_->Behind();
 }
 
 Status EngineImpl::BoardComplete() {

@@ -307,6 +307,11 @@ class EngineImpl {
   void OrderOffersBySlot();
   // Milliseconds until the oldest offer runs out of patience.
   int BoardDueMs(Clock::time_point now) const;
+  // The boards hold what the loop acts on at once: our round is complete,
+  // or a peer has started a round we have not noticed yet. Peers post
+  // without ringing a loop that is awake, which checks this as it waits
+  // (its wait then ends on the board's own cache line).
+  bool BoardNews() const;
 
   // The job cannot continue: tell the peers why (best effort), break every
   // link so they notice at once, and fail every pending operation.
@@ -329,7 +334,7 @@ class EngineImpl {
   AdaptiveSpin loop_spin_;  // waits for work on the shared-memory doorbell
   std::vector<std::unique_ptr<ControlLink>> control_;
   Doorbell* bell_ = nullptr;  // set when control frames go through shm_
-  uint32_t bell_seen_ = 0;
+  Doorbell::Seen bell_seen_;
   std::vector<pollfd> pollfds_;
   std::unique_ptr<PeerLiveness> liveness_;
   std::unique_ptr<Coordinator> coordinator_;

@@ -34,7 +34,9 @@ Clock::time_point EngineImpl::AwaitEventUntimed(int timeout_ms,
       return begin;  // no wait worth a clock read
     }
     bool quick = false;
-    if (!bell_->Wait(bell_seen_, loop_spin_.spin_us(), timeout_ms, &quick))
+    if (!bell_->Wait(
+            bell_seen_, [this] { return BoardNews(); }, loop_spin_.spin_us(),
+            timeout_ms, &quick))
       for (auto& link : control_)
         if (link->valid()) link->Probe();
     if (quick) {

@@ -35,20 +35,14 @@ void Doorbell::Ring() {
   if (sleepers.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&seq);
 }
 
-bool Doorbell::Wait(uint32_t seen, double spin_us, int timeout_ms,
-                    bool* quick) {
-  std::chrono::steady_clock::time_point window{};
-  const bool rung = SpinUntil([&] { return Read() != seen; }, spin_us, &window);
-  if (quick != nullptr)
-    *quick = rung && window == std::chrono::steady_clock::time_point{};
-  if (rung) return true;
-  // Dekker-style: we announce ourselves before the final check, a ringer
-  // bumps seq before looking for sleepers, so one of us sees the other.
-  sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (seq.load(std::memory_order_seq_cst) == seen)
-    FutexWait(&seq, seen, timeout_ms);
-  sleepers.fetch_sub(1, std::memory_order_seq_cst);
-  return Read() != seen;
+void Doorbell::RingLocal() {
+  local.fetch_add(1, std::memory_order_seq_cst);
+  // A sleeper sleeps on `seq`: move it too.
+  if (sleepers.load(std::memory_order_seq_cst) != 0) Ring();
+}
+
+void Doorbell::WakeSleepers() {
+  if (sleepers.load(std::memory_order_seq_cst) != 0) Ring();
 }
 
 }  // namespace horovod

@@ -1,7 +1,8 @@
-// Doorbell: a counter in (possibly shared) memory that one thread sleeps on
+// Doorbell: counters in (possibly shared) memory that one thread waits on
 // and others ring, so a sleeper costs no CPU and a ringer pays a syscall
-// only when somebody actually sleeps. Futex-based; works across processes
-// when the Doorbell lives in a shared mapping. Thread-safe.
+// only when somebody actually sleeps; a ringer whose news the waiter can
+// check for itself rings only a sleeper. Futex-based; works across
+// processes when the Doorbell lives in a shared mapping. Thread-safe.
 #ifndef HOROVOD_TRANSPORT_DOORBELL_H_
 #define HOROVOD_TRANSPORT_DOORBELL_H_
 
@@ -85,18 +86,83 @@ class AdaptiveSpin {
   double short_share_ = 1.0;  // moving share of short waits
 };
 
-struct Doorbell {
-  std::atomic<uint32_t> seq{0};
-  std::atomic<uint32_t> sleepers{0};
+// Three counters, each on a cache line of its own. `seq` is what a waiter
+// sleeps on and other processes ring; the owner's own threads ring `local`
+// instead, so an enqueue does not take from a peer the line that peer has
+// just rung (each such ring was an ownership transfer on the data path);
+// `sleepers` changes only when somebody sleeps, so ringers read it from
+// their own cache.
+struct alignas(64) Doorbell {
+  // What a waiter has seen of both counters.
+  struct Seen {
+    uint32_t seq = 0;
+    uint32_t local = 0;
+  };
 
-  uint32_t Read() const { return seq.load(std::memory_order_acquire); }
+  alignas(64) std::atomic<uint32_t> seq{0};
+  alignas(64) std::atomic<uint32_t> local{0};
+  alignas(64) std::atomic<uint32_t> sleepers{0};
+
+  Seen Read() const {
+    return {seq.load(std::memory_order_acquire),
+            local.load(std::memory_order_acquire)};
+  }
+  // Rung from another process (a control frame, room in a ring).
   void Ring();
-  // Returns once seq differs from `seen` (true) or after about `timeout_ms`
-  // (false). Busy-polls for `spin_us` first. `*quick` (when given) tells
-  // whether the ring came within SpinUntil's first polls, untimed.
-  bool Wait(uint32_t seen, double spin_us, int timeout_ms,
+  // Rung by a thread of the process that waits on this bell.
+  void RingLocal();
+  // For a ringer that has just published state the waiter's `also`
+  // predicate (below) checks: a spinning waiter sees that state itself, so
+  // only a sleeping one needs the ring, and the ringer leaves the line the
+  // waiter spins on alone. The state must be stored, and read by `also`,
+  // with memory_order_seq_cst: that is what orders the store before the
+  // look for sleepers, against a sleeper's count before its last check.
+  void WakeSleepers();
+
+  // Returns once either counter differs from `seen` or `also()` holds
+  // (true), or after about `timeout_ms` (false). Busy-polls for `spin_us`
+  // first. `*quick` (when given) tells whether the ring came within
+  // SpinUntil's first polls, untimed.
+  template <typename Also>
+  bool Wait(Seen seen, Also also, double spin_us, int timeout_ms,
             bool* quick = nullptr);
+  bool Wait(Seen seen, double spin_us, int timeout_ms, bool* quick = nullptr) {
+    return Wait(
+        seen, [] { return false; }, spin_us, timeout_ms, quick);
+  }
+
+ private:
+  // Sleeps on `seq` unless something rang since `seen` (or `also()` holds
+  // once we are counted as a sleeper).
+  template <typename Rung>
+  void Sleep(Seen seen, Rung rung, int timeout_ms);
 };
+
+template <typename Also>
+bool Doorbell::Wait(Seen seen, Also also, double spin_us, int timeout_ms,
+                    bool* quick) {
+  auto rung = [&] {
+    return seq.load(std::memory_order_acquire) != seen.seq ||
+           local.load(std::memory_order_acquire) != seen.local || also();
+  };
+  std::chrono::steady_clock::time_point window{};
+  const bool done = SpinUntil(rung, spin_us, &window);
+  if (quick != nullptr)
+    *quick = done && window == std::chrono::steady_clock::time_point{};
+  if (done) return true;
+  Sleep(seen, rung, timeout_ms);
+  return rung();
+}
+
+template <typename Rung>
+void Doorbell::Sleep(Seen seen, Rung rung, int timeout_ms) {
+  // Dekker-style: we announce ourselves before the final check, a ringer
+  // publishes before looking for sleepers (all of it sequentially
+  // consistent), so one of us sees the other.
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (!rung()) FutexWait(&seq, seen.seq, timeout_ms);
+  sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
 
 }  // namespace horovod
 

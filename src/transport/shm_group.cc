@@ -25,7 +25,6 @@ struct ShmGroup::Control {
   std::atomic<uint32_t> waiters;  // peers asleep on `arrived`
   char pad2[60];
   Doorbell bell;  // rung when a control frame or local work arrives
-  char pad3[56];
   // Set when this member gave up on the collective in progress (Abort):
   // peers waiting for it stop waiting at once.
   std::atomic<uint32_t> failed;
@@ -42,7 +41,7 @@ struct RingHeader {
 namespace {
 
 constexpr uint64_t kMagic = 0x3153484d44565648ull;  // "HVVDMHS1"
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 constexpr size_t kControlBytes = 4096;
 constexpr size_t kRingDataBytes = 64 << 10;
 constexpr size_t kRingBytes = sizeof(RingHeader) + kRingDataBytes;

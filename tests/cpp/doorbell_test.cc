@@ -1,9 +1,11 @@
-// Doorbell (futex wake-up of a sleeping waiter), AdaptiveSpin (spinning
-// only while recent waits were short) and SpinUntil's untimed first polls.
+// Doorbell (futex wake-up of a sleeping waiter, local rings, waking only
+// sleepers), AdaptiveSpin (spinning only while recent waits were short) and
+// SpinUntil's untimed first polls.
 #include "transport/doorbell.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 namespace horovod {
@@ -30,9 +32,13 @@ TEST(AdaptiveSpin, NoWindowNeverSpins) {
   EXPECT_EQ(spin.spin_us(), 0);
 }
 
+bool Same(Doorbell::Seen a, Doorbell::Seen b) {
+  return a.seq == b.seq && a.local == b.local;
+}
+
 TEST(Doorbell, RingWakesASleeperAndWaitTimesOut) {
   Doorbell bell;
-  const uint32_t seen = bell.Read();
+  const Doorbell::Seen seen = bell.Read();
   EXPECT_FALSE(bell.Wait(seen, 0, 20));  // nobody rings: times out
   std::thread ringer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -42,7 +48,73 @@ TEST(Doorbell, RingWakesASleeperAndWaitTimesOut) {
   EXPECT_TRUE(bell.Wait(seen, 0, 10000));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   ringer.join();
-  EXPECT_NE(bell.Read(), seen);
+  EXPECT_FALSE(Same(bell.Read(), seen));
+}
+
+// The owner's rings leave `seq`, the line peers ring, alone while nobody
+// sleeps, end a wait all the same, and wake a sleeper.
+TEST(Doorbell, LocalRingsEndWaitsAndWakeSleepersWithoutTouchingSeq) {
+  Doorbell bell;
+  Doorbell::Seen seen = bell.Read();
+  bell.RingLocal();
+  EXPECT_EQ(bell.Read().seq, seen.seq);
+  EXPECT_NE(bell.Read().local, seen.local);
+  EXPECT_TRUE(bell.Wait(seen, 0, 1000));
+  seen = bell.Read();
+  std::thread ringer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    bell.RingLocal();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(bell.Wait(seen, 0, 10000));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ringer.join();
+}
+
+// A ringer that publishes state the waiter checks itself rings only when
+// the waiter sleeps: a spinning waiter ends on the state, and no sleeper
+// misses a wake-up, however the two interleave.
+TEST(Doorbell, WakeSleepersReachesEverySleeperAndLeavesSpinnersAlone) {
+  Doorbell bell;
+  std::atomic<uint32_t> posted{0};
+  Doorbell::Seen seen = bell.Read();
+  posted.store(1);
+  bell.WakeSleepers();  // nobody sleeps: no ring
+  EXPECT_TRUE(Same(bell.Read(), seen));
+  bool quick = false;
+  EXPECT_TRUE(bell.Wait(
+      seen, [&] { return posted.load() >= 1; }, 50, 1000, &quick));
+  EXPECT_TRUE(quick);
+  // Rounds: the waiter sleeps at once (no spin) until round k is posted.
+  // A wait may end early (a wake-up meant for the round before), so it
+  // waits again, as the engine's loop does; a lost wake-up would leave it
+  // asleep for its whole 2 s timeout.
+  using SteadyClock = std::chrono::steady_clock;
+  const uint32_t rounds = 2000;
+  std::atomic<uint32_t> waited{1};
+  std::thread poster([&] {
+    for (uint32_t k = 2; k <= rounds + 1; ++k) {
+      while (waited.load() < k - 1) CpuRelax();  // the waiter took k - 1
+      // A varying pause, so posts meet the waiter at every stage of its
+      // wait: checking, about to sleep, asleep.
+      for (uint32_t i = 0; i < k * 7919 % 4096; ++i) CpuRelax();
+      posted.store(k);  // sequentially consistent, as WakeSleepers asks
+      bell.WakeSleepers();
+    }
+  });
+  int late = 0;
+  for (uint32_t k = 2; k <= rounds + 1; ++k) {
+    const auto start = SteadyClock::now();
+    while (posted.load() < k &&
+           SteadyClock::now() - start < std::chrono::seconds(3))
+      bell.Wait(
+          bell.Read(), [&] { return posted.load() >= k; }, 0, 2000);
+    if (SteadyClock::now() - start > std::chrono::seconds(1)) ++late;
+    waited.store(late > 0 ? rounds + 1 : k);  // one is enough: let it finish
+    if (late > 0) break;
+  }
+  poster.join();
+  EXPECT_EQ(late, 0);
 }
 
 TEST(SpinUntil, FirstPollsReadNoClockAndTheWindowIsTimedAfter) {
@@ -73,12 +145,12 @@ TEST(SpinUntil, FirstPollsReadNoClockAndTheWindowIsTimedAfter) {
 
 TEST(Doorbell, WaitSaysWhetherTheRingCameWithinTheFirstPolls) {
   Doorbell bell;
-  const uint32_t seen = bell.Read();
+  const Doorbell::Seen seen = bell.Read();
   bool quick = false;
   bell.Ring();
   EXPECT_TRUE(bell.Wait(seen, 50, 1000, &quick));
   EXPECT_TRUE(quick);
-  const uint32_t now = bell.Read();
+  const Doorbell::Seen now = bell.Read();
   std::thread ringer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     bell.Ring();

@@ -960,6 +960,62 @@ TEST(Engine, ReadyBoardStepsGiveExactResults) {
   EXPECT_EQ(overdue[2], 0u);
 }
 
+// A rank that posted its board round first waits on its doorbell until the
+// peer posts 5 ms later; peers ring only a sleeping loop, and a spinning
+// one sees the post itself. Returns each rank's median wait in ms: a post
+// the waiter missed would leave it waiting until its next look (50 ms or
+// more) or through its whole spin window.
+std::vector<double> BoardWaitsWithSpin(double spin_us) {
+  Knobs knobs;
+  knobs.spin_time_us = spin_us;
+  const int rounds = 21;
+  std::vector<double> median_ms(2);
+  const std::vector<std::string> failures = RunRanks(
+      2,
+      [&](Engine* e, int r, std::string* fail) {
+        const EngineMetrics m0 = e->Metrics();
+        std::vector<double> ms;
+        for (int s = 0; s < rounds; ++s) {
+          // The ranks take turns being late (after the first, uncached call).
+          if (s > 0 && r == s % 2)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          float v = float(r + 1);
+          const auto start = std::chrono::steady_clock::now();
+          Handle h;
+          CollectiveArgs args;
+          args.name = "wake.probe";
+          if (!e->Allreduce({&v, DataType::kFloat32, {1}}, args, &h).ok() ||
+              !h.Wait(30).ok() || v != 3) {
+            *fail += "round " + std::to_string(s) + ";";
+            continue;
+          }
+          if (s > 0 && r != s % 2)  // the early rank: it waited for the post
+            ms.push_back(std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - start)
+                             .count());
+        }
+        std::sort(ms.begin(), ms.end());
+        median_ms[r] = ms[ms.size() / 2];
+        if (r == 0 && e->Metrics().cache_hits - m0.cache_hits < rounds - 2)
+          *fail += "rank 0 agreed too little on the board;";
+        if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+      },
+      knobs);
+  ExpectEveryRankOk(failures);
+  return median_ms;
+}
+
+TEST(Engine, ABoardPostWakesASleepingPeer) {
+  const std::vector<double> ms = BoardWaitsWithSpin(0);
+  for (int r = 0; r < 2; ++r) EXPECT_LT(ms[r], 25) << "rank " << r;
+}
+
+// The post lands within the waiter's spin window (200 ms).
+TEST(Engine, ABoardPostEndsASpinningPeersWait) {
+  const std::vector<double> ms = BoardWaitsWithSpin(200000);
+  for (int r = 0; r < 2; ++r) EXPECT_LT(ms[r], 25) << "rank " << r;
+}
+
 // A rank that changes a cached tensor's shape while the others offer it on
 // the board gets, like them, the mismatch error from rank 0 (the board
 // hands what it cannot agree on to rank 0); the job goes on.
