@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from horovod import _core
-from horovod.runner import launch
+from horovod.runner import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -49,11 +49,11 @@ def test_every_knob_is_documented_with_its_default():
 def flag_env(action, option):
     """The HOROVOD_* variables horovodrun sets when given `option`."""
     value = ["3"] * (action.nargs if isinstance(action.nargs, int) else 1)
-    return launch.knob_env(launch.parse_args([option] + value + ["true"]))
+    return flags.knob_env(flags.parse_args([option] + value + ["true"]))
 
 
 def test_horovodrun_flags_set_their_variables_and_only_those():
-    actions = {o: a for a in launch.make_parser()._actions
+    actions = {o: a for a in flags.make_parser()._actions
                for o in a.option_strings
                if o.startswith("--") and o != "--help"}
     for name, k in TABLE.items():

@@ -11,7 +11,6 @@ fails the job stops and the exit names it. Before remote ranks start, every
 host is checked and a common network interface chosen (hosts.py).
 """
 
-import argparse
 import json
 import os
 import secrets
@@ -23,7 +22,7 @@ import threading
 import time
 
 import horovod
-from horovod.runner import config_file, mpi_run
+from horovod.runner import config_file, flags, mpi_run
 from horovod.runner.hosts import (LaunchError, SshSettings, die_with_parent,
                                   find_addresses, is_local)
 from horovod.runner.output import Output
@@ -284,236 +283,6 @@ class _Job:
             time.sleep(0.05)
 
 
-# Upstream flags this build does not provide: (values they take, why).
-_UNSUPPORTED = {
-    "--jsrun": (0, "jsrun (LSF) launching is not built"),
-    "--mpi-threads-disable": (0, "there is no MPI controller in this build"),
-    "--binding-args": (1, "there is no MPI controller in this build"),
-    "--num-nccl-streams": (1, "this build has no NCCL (CPU engine)"),
-    "--thread-affinity": (1, "thread affinity is not built"),
-    "--gloo-timeout-seconds": (1, "there is no Gloo controller in this build"),
-}
-
-
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    """Reports a bad command line in one line instead of a usage dump."""
-
-    def error(self, message):
-        raise _UsageError("%s (see horovodrun --help)" % message)
-
-
-def parse_args(argv):
-    return make_parser().parse_args(argv)
-
-
-def make_parser():
-    parser = _Parser(
-        prog="horovodrun",
-        description="Launch a Horovod job on this machine or, over ssh, "
-                    "across hosts.")
-    for flag, (nargs, _) in _UNSUPPORTED.items():
-        dest = "unsupported_" + flag.lstrip("-").replace("-", "_")
-        if nargs == 0:
-            parser.add_argument(flag, dest=dest, action="store_true",
-                                help=argparse.SUPPRESS)
-        else:
-            parser.add_argument(flag, dest=dest, nargs=nargs,
-                                help=argparse.SUPPRESS)
-    parser.add_argument("-v", "--version", action="store_true",
-                        help="print the version and exit")
-    parser.add_argument("-np", "--num-proc", dest="np", type=int,
-                        help="number of ranks to start")
-    parser.add_argument("-H", "--hosts", dest="hosts",
-                        help="hosts and slots, e.g. localhost:4")
-    parser.add_argument("-hostfile", "--hostfile", dest="hostfile",
-                        help="a file of 'host slots=N' lines")
-    parser.add_argument("--tcp", action="store_true",
-                        help="accepted for compatibility: data always "
-                             "travels over TCP or shared memory")
-    parser.add_argument("--no-stall-check", action="store_true",
-                        help="do not warn about or stop stalled tensors")
-    parser.add_argument("--stall-check-warning-time-seconds", type=float,
-                        default=None)
-    parser.add_argument("--stall-check-shutdown-time-seconds", type=float,
-                        default=None)
-    parser.add_argument("--start-timeout", type=float, default=None,
-                        help="seconds the ranks have to find each other "
-                             "(default 30, or HOROVOD_START_TIMEOUT)")
-    parser.add_argument("--verbose", action="store_true")
-    parser.add_argument("--config-file",
-                        help="YAML file of tuning, timeline, stall-check and "
-                             "logging settings (flags given here win)")
-    parser.add_argument("--gloo", action="store_true",
-                        help="accepted: ranks always use this engine's own "
-                             "TCP and shared-memory transport")
-    parser.add_argument("--mpi", action="store_true",
-                        help="start the ranks through OpenMPI's mpirun")
-    parser.add_argument("--mpi-args",
-                        help="extra arguments for mpirun (with --mpi)")
-    parser.add_argument("--output-filename",
-                        help="also write each rank's output to "
-                             "FOLDER/rank.N/stdout and stderr")
-    parser.add_argument("--prefix-output-with-timestamp", action="store_true",
-                        help="start each output line with the time it arrived")
-    parser.add_argument("--log-level",
-                        help="engine log level: TRACE, DEBUG, INFO, WARNING, "
-                             "ERROR or FATAL")
-    parser.add_argument("--log-hide-timestamp", "--log-without-timestamp",
-                        dest="log_hide_timestamp", action="store_true",
-                        help="engine log lines without their time")
-    parser.add_argument("-cb", "--check-build", action="store_true",
-                        help="print the frameworks and operations built in")
-    parser.add_argument("--disable-cache", action="store_true",
-                        help="accepted for compatibility; no effect")
-    parser.add_argument("-p", "--ssh-port", type=int,
-                        help="ssh port on the remote hosts")
-    parser.add_argument("-i", "--ssh-identity-file",
-                        help="ssh key file for the remote hosts")
-    parser.add_argument("--network-interface", "--network-interfaces",
-                        dest="network_interfaces",
-                        help="comma-separated interface names the ranks may "
-                             "use between hosts (default: one every host "
-                             "reaches the others on)")
-    parser.add_argument("--fusion-threshold-mb", type=float, default=None)
-    parser.add_argument("--cycle-time-ms", type=float, default=None)
-    parser.add_argument("--cache-capacity", type=int, default=None)
-    parser.add_argument("--hierarchical-allreduce", dest="hierarchical",
-                        action="store_const", const="1", default=None,
-                        help="allreduce within hosts, then across them "
-                             "(the default for jobs spanning hosts)")
-    parser.add_argument("--hierarchical-allgather", dest="hierarchical_gather",
-                        action="store_const", const="1", default=None,
-                        help="allgather, broadcast and alltoall within hosts, "
-                             "then across them (the default across hosts)")
-    parser.add_argument("--no-hierarchical-allgather",
-                        dest="hierarchical_gather", action="store_const",
-                        const="0", help="those collectives flat instead")
-    parser.add_argument("--no-hierarchical-allreduce", dest="hierarchical",
-                        action="store_const", const="0",
-                        help="one flat ring over every rank instead")
-    parser.add_argument("--data-mac", action="store_true",
-                        help="every message on the TCP links between ranks "
-                             "carries a MAC (costs CPU time per byte)")
-    parser.add_argument("--timeline-filename", default=None,
-                        help="record a Chrome trace of rank 0's activity here")
-    parser.add_argument("--timeline-mark-cycles", action="store_true",
-                        help="mark each background loop cycle in the timeline")
-    parser.add_argument("--autotune", action="store_true",
-                        help="let rank 0 tune fusion threshold, cycle time and "
-                             "the small-allreduce crossover")
-    parser.add_argument("--autotune-log-file", default=None)
-    parser.add_argument("--autotune-warmup-samples", type=int, default=None)
-    parser.add_argument("--autotune-steps-per-sample", type=int, default=None)
-    parser.add_argument("--autotune-bayes-opt-max-samples", type=int,
-                        default=None)
-    parser.add_argument("--autotune-gaussian-process-noise", type=float,
-                        default=None)
-    elastic = parser.add_argument_group(
-        "elastic mode", "keep training while hosts come and go (any of "
-        "--host-discovery-script, --min-np, --max-np turns it on)")
-    elastic.add_argument("--min-np", type=int, default=None,
-                         help="fewest workers training goes on with "
-                              "(default -np)")
-    elastic.add_argument("--max-np", type=int, default=None,
-                         help="most workers to start (default: every slot)")
-    elastic.add_argument("--slots-per-host", "--slots", dest="slots_per_host",
-                         type=int, default=None,
-                         help="slots of a discovered host that names none")
-    elastic.add_argument("--host-discovery-script", default=None,
-                         help="executable printing the usable hosts as "
-                              "host:slots lines; run every second")
-    elastic.add_argument("--elastic-timeout", type=float, default=None,
-                         help="seconds a round may take to form (default "
-                              "600, or HOROVOD_ELASTIC_TIMEOUT)")
-    elastic.add_argument("--reset-limit", type=int, default=None,
-                         help="most times the job may re-form")
-    elastic.add_argument("--blacklist-cooldown-range", type=float, nargs=2,
-                         metavar=("MIN", "MAX"), default=None,
-                         help="a failed host comes back after MIN seconds, "
-                              "doubling with each failure up to MAX "
-                              "(default: never)")
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    return parser
-
-
-def _hosts_from_file(path):
-    """'host slots=N' (or 'host:N', or 'host') per line; # comments."""
-    hosts = []
-    with open(path) as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            name, *rest = line.split()
-            slots = 1
-            for item in rest:
-                if item.startswith("slots="):
-                    slots = int(item[len("slots="):])
-            if ":" in name:
-                name, _, n = name.partition(":")
-                slots = int(n)
-            hosts.append("%s:%d" % (name, slots))
-    return ",".join(hosts)
-
-
-def knob_env(args):
-    """The HOROVOD_* variables horovodrun's tuning flags set (the knob table,
-    src/common/knobs.cc, names the flag of each)."""
-    env = {}
-    if args.start_timeout is not None:
-        env["HOROVOD_START_TIMEOUT"] = str(args.start_timeout)
-    if args.fusion_threshold_mb is not None:
-        env["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
-    if args.cycle_time_ms is not None:
-        env["HOROVOD_CYCLE_TIME"] = str(args.cycle_time_ms)
-    if args.cache_capacity is not None:
-        env["HOROVOD_CACHE_CAPACITY"] = str(args.cache_capacity)
-    if args.hierarchical is not None:
-        env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = args.hierarchical
-    if args.hierarchical_gather is not None:
-        env["HOROVOD_HIERARCHICAL_ALLGATHER"] = args.hierarchical_gather
-    if args.data_mac:
-        env["HOROVOD_DATA_MAC"] = "1"
-    if getattr(args, "elastic_timeout", None) is not None:
-        env["HOROVOD_ELASTIC_TIMEOUT"] = str(args.elastic_timeout)
-    if args.log_level is not None:
-        env["HOROVOD_LOG_LEVEL"] = args.log_level
-    if args.log_hide_timestamp:
-        env["HOROVOD_LOG_HIDE_TIME"] = "1"
-    if args.timeline_filename is not None:
-        env["HOROVOD_TIMELINE"] = os.path.abspath(args.timeline_filename)
-    if args.timeline_mark_cycles:
-        env["HOROVOD_TIMELINE_MARK_CYCLES"] = "1"
-    if args.autotune:
-        env["HOROVOD_AUTOTUNE"] = "1"
-    if args.no_stall_check:
-        env["HOROVOD_STALL_CHECK_DISABLE"] = "1"
-    if args.stall_check_warning_time_seconds is not None:
-        env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = str(
-            args.stall_check_warning_time_seconds)
-    if args.stall_check_shutdown_time_seconds is not None:
-        env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = str(
-            args.stall_check_shutdown_time_seconds)
-    for flag, var in (("autotune_log_file", "HOROVOD_AUTOTUNE_LOG"),
-                      ("autotune_warmup_samples",
-                       "HOROVOD_AUTOTUNE_WARMUP_SAMPLES"),
-                      ("autotune_steps_per_sample",
-                       "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE"),
-                      ("autotune_bayes_opt_max_samples",
-                       "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"),
-                      ("autotune_gaussian_process_noise",
-                       "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE")):
-        value = getattr(args, flag)
-        if value is not None:
-            env[var] = (os.path.abspath(value) if var == "HOROVOD_AUTOTUNE_LOG"
-                        else str(value))
-    return env
-
-
 def _run_through_mpirun(args, env, hosts, iface):
     """mpirun places the ranks itself, so rank 0's host is its choice: the
     ranks find rank 0 through OpenMPI's PMIx server (or a private file on
@@ -545,7 +314,7 @@ def _launch_settings(args):
     tuning flags' variables and a fresh job secret added), the start
     timeout, the ssh settings and the forced network interfaces."""
     env = dict(os.environ)
-    env.update(knob_env(args))
+    env.update(flags.knob_env(args))
     env["HOROVOD_SECRET_KEY"] = secrets.token_hex(32)
     timeout_s = (args.start_timeout if args.start_timeout is not None else
                  float(os.environ.get("HOROVOD_START_TIMEOUT", 30)))
@@ -561,32 +330,32 @@ def _is_elastic(args):
 
 
 def _elastic_sizes(args):
-    """(np, min_np, max_np), or raises _UsageError."""
+    """(np, min_np, max_np), or raises flags.UsageError."""
     np = args.np if args.np is not None else args.min_np
     if np is None:
-        raise _UsageError("elastic mode needs -np or --min-np")
+        raise flags.UsageError("elastic mode needs -np or --min-np")
     min_np = args.min_np if args.min_np is not None else np
     max_np = args.max_np
     if min_np < 1:
-        raise _UsageError("--min-np must be at least 1, not %d" % min_np)
+        raise flags.UsageError("--min-np must be at least 1, not %d" % min_np)
     if np < min_np:
-        raise _UsageError("-np %d is below --min-np %d" % (np, min_np))
+        raise flags.UsageError("-np %d is below --min-np %d" % (np, min_np))
     if max_np is not None and max_np < np:
-        raise _UsageError("--max-np %d is below -np %d" % (max_np, np))
+        raise flags.UsageError("--max-np %d is below -np %d" % (max_np, np))
     if args.reset_limit is not None and args.reset_limit < 0:
-        raise _UsageError("--reset-limit must be 0 or more")
+        raise flags.UsageError("--reset-limit must be 0 or more")
     if args.slots_per_host is not None and args.slots_per_host < 1:
-        raise _UsageError("--slots-per-host must be at least 1")
+        raise flags.UsageError("--slots-per-host must be at least 1")
     cooldown = args.blacklist_cooldown_range
     if cooldown is not None and not 0 <= cooldown[0] <= cooldown[1]:
-        raise _UsageError("--blacklist-cooldown-range needs 0 <= MIN <= MAX, "
-                          "not %g %g" % tuple(cooldown))
+        raise flags.UsageError("--blacklist-cooldown-range needs "
+                               "0 <= MIN <= MAX, not %g %g" % tuple(cooldown))
     if args.host_discovery_script is not None and args.hosts:
-        raise _UsageError("give -H/-hostfile or --host-discovery-script, "
-                          "not both")
+        raise flags.UsageError("give -H/-hostfile or --host-discovery-script, "
+                               "not both")
     if args.mpi:
-        raise _UsageError("elastic mode starts its workers itself; it cannot "
-                          "run through --mpi")
+        raise flags.UsageError("elastic mode starts its workers itself; it "
+                               "cannot run through --mpi")
     return np, min_np, max_np
 
 
@@ -601,7 +370,7 @@ def _run_elastic(args, before_start=None):
 
     try:
         np, min_np, max_np = _elastic_sizes(args)
-    except _UsageError as e:
+    except flags.UsageError as e:
         log(e)
         return 2
     if args.host_discovery_script is not None:
@@ -701,51 +470,33 @@ def _run_elastic(args, before_start=None):
     return code
 
 
-def _given(parser, argv):
-    """The destinations of the flags on the command line (before the
-    command), for --config-file not to override them."""
-    options = {o: a.dest for a in parser._actions for o in a.option_strings}
-    given = set()
-    for token in argv:
-        if not token.startswith("-"):
-            continue
-        name = token.split("=", 1)[0]
-        matches = [o for o in options if o == name] or \
-            [o for o in options if o.startswith(name) and name.startswith("--")]
-        if len(matches) == 1:
-            given.add(options[matches[0]])
-    return given
-
-
-_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL")
-
-
 def main(argv=None, before_start=None):
     """horovodrun. `before_start(addresses, secret)`, when given, runs once
     the hosts are checked and before any rank starts (addresses: {host:
     address} across hosts, None on this host alone) and returns variables
     to add to every rank's environment (horovod.run uses it)."""
     argv = sys.argv[1:] if argv is None else argv
-    parser = make_parser()
+    parser = flags.make_parser()
     try:
         args = parser.parse_args(argv)
-    except _UsageError as e:
+    except flags.UsageError as e:
         sys.stderr.write("horovodrun: %s\n" % e)
         return 2
     if args.config_file:
         try:
-            config_file.apply(args, args.config_file,
-                              _given(parser, argv[:len(argv) - len(args.command)]))
+            given = flags.given_flags(parser,
+                                      argv[:len(argv) - len(args.command)])
+            config_file.apply(args, args.config_file, given)
         except config_file.ConfigError as e:
             sys.stderr.write("horovodrun: %s\n" % e)
             return 2
     if args.log_level is not None:
-        if args.log_level.upper() not in _LOG_LEVELS:
+        if args.log_level.upper() not in flags.LOG_LEVELS:
             sys.stderr.write("horovodrun: --log-level %s is not one of %s\n"
-                             % (args.log_level, ", ".join(_LOG_LEVELS)))
+                             % (args.log_level, ", ".join(flags.LOG_LEVELS)))
             return 2
         args.log_level = args.log_level.upper()
-    for flag, (_, why) in _UNSUPPORTED.items():
+    for flag, (_, why) in flags.UNSUPPORTED.items():
         if getattr(args, "unsupported_" + flag.lstrip("-").replace("-", "_")):
             sys.stderr.write("horovodrun: %s is not supported by this build: "
                              "%s\n" % (flag, why))
@@ -754,7 +505,7 @@ def main(argv=None, before_start=None):
         if args.hosts:
             sys.stderr.write("horovodrun: give -H or -hostfile, not both\n")
             return 2
-        args.hosts = _hosts_from_file(args.hostfile)
+        args.hosts = flags.hosts_from_file(args.hostfile)
     if args.version:
         print(horovod.__version__)
         return 0
