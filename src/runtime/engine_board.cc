@@ -53,16 +53,16 @@ bool EngineImpl::SendUsually(const Request& r, RequestList* list) {
 }
 
 int EngineImpl::BoardDueMs(Clock::time_point now) const {
-  if (board_ == nullptr) return 1000;
-  if (board_->open()) return board_->Readable() ? 0 : 1000;
+  // The loop's wait checks the same news as it waits (BoardNews).
+  if (BoardNews()) return 0;
+  if (board_ == nullptr || board_->open()) return 1000;
   // offers_ keeps arrival order: the first has waited longest.
   Clock::time_point due = offers_.empty()
                               ? Clock::time_point::max()
                               : offers_.front().since + kBoardPatience;
-  if (board_->Behind())
-    due = behind_since_ == Clock::time_point::max()
-              ? now
-              : std::min(due, behind_since_ + kBoardJoinGrace);
+  // Behind, and already noticed (BoardNews reads the board only when not).
+  if (behind_since_ != Clock::time_point::max() && board_->Behind())
+    due = std::min(due, behind_since_ + kBoardJoinGrace);
   if (due == Clock::time_point::max()) return 1000;
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(due - now);

@@ -305,7 +305,9 @@ class EngineImpl {
   Status ExecuteBoard(const ReadyBoard::Result& result);
   // posted_ = the indices of offers_, ascending by slot.
   void OrderOffersBySlot();
-  // Milliseconds until the oldest offer runs out of patience.
+  // Milliseconds until the boards need the loop: 0 on BoardNews, else when
+  // the oldest offer runs out of patience or a noticed round's join grace
+  // ends.
   int BoardDueMs(Clock::time_point now) const;
   // The boards hold what the loop acts on at once: our round is complete,
   // or a peer has started a round we have not noticed yet. Peers post

@@ -92,7 +92,7 @@ class AdaptiveSpin {
 // just rung (each such ring was an ownership transfer on the data path);
 // `sleepers` changes only when somebody sleeps, so ringers read it from
 // their own cache.
-struct alignas(64) Doorbell {
+struct Doorbell {
   // What a waiter has seen of both counters.
   struct Seen {
     uint32_t seq = 0;
