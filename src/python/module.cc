@@ -14,12 +14,12 @@
 #include <nanobind/stl/vector.h>
 
 #include <climits>
-#include <cstring>
 #include <memory>
 
 #include "common/knobs.h"
 #include "jax/xla_collective.h"
 #include "kernels/engine_binding.h"
+#include "python/dlpack_view.h"
 #include "python/handle_table.h"
 
 namespace nb = nanobind;
@@ -27,162 +27,10 @@ using namespace horovod;
 
 namespace {
 
-bool ToDataType(nb::dlpack::dtype t, DataType* out) {
-  using C = nb::dlpack::dtype_code;
-  const auto code = static_cast<C>(t.code);
-  if (t.lanes != 1) return false;
-  if (code == C::Int) {
-    switch (t.bits) {
-      case 8:
-        *out = DataType::kInt8;
-        return true;
-      case 16:
-        *out = DataType::kInt16;
-        return true;
-      case 32:
-        *out = DataType::kInt32;
-        return true;
-      case 64:
-        *out = DataType::kInt64;
-        return true;
-    }
-  } else if (code == C::UInt && t.bits == 8) {
-    *out = DataType::kUInt8;
-    return true;
-  } else if (code == C::Float) {
-    switch (t.bits) {
-      case 16:
-        *out = DataType::kFloat16;
-        return true;
-      case 32:
-        *out = DataType::kFloat32;
-        return true;
-      case 64:
-        *out = DataType::kFloat64;
-        return true;
-    }
-  } else if (code == C::Bfloat && t.bits == 16) {
-    *out = DataType::kBFloat16;
-    return true;
-  } else if (code == C::Bool && t.bits == 8) {
-    *out = DataType::kBool;
-    return true;
-  }
-  return false;
-}
-
-nb::dlpack::dtype ToDlpack(DataType t) {
-  using C = nb::dlpack::dtype_code;
-  nb::dlpack::dtype d;
-  d.lanes = 1;
-  d.bits = static_cast<uint8_t>(DataTypeSize(t) * 8);
-  switch (t) {
-    case DataType::kUInt8:
-      d.code = static_cast<uint8_t>(C::UInt);
-      break;
-    case DataType::kFloat16:
-    case DataType::kFloat32:
-    case DataType::kFloat64:
-      d.code = static_cast<uint8_t>(C::Float);
-      break;
-    case DataType::kBFloat16:
-      d.code = static_cast<uint8_t>(C::Bfloat);
-      break;
-    case DataType::kBool:
-      d.code = static_cast<uint8_t>(C::Bool);
-      break;
-    default:
-      d.code = static_cast<uint8_t>(C::Int);
-      break;
-  }
-  return d;
-}
-
 [[noreturn]] void Raise(const Status& st) {
   if (st.code() == StatusCode::kInvalidArgument)
     throw nb::value_error(st.message().c_str());
   throw std::runtime_error(st.message());
-}
-
-// A rank and, when it has dimensions, a shape.
-bool WellFormed(const nb::dlpack::dltensor& t) {
-  return t.ndim >= 0 && (t.ndim == 0 || t.shape != nullptr);
-}
-
-// True when the well-formed `t` is compact and row-major, as the engine
-// reads it (no strides means that, by DLPack's definition).
-bool IsCompact(const nb::dlpack::dltensor& t) {
-  if (t.strides == nullptr) return true;
-  int64_t expect = 1;
-  for (int32_t i = t.ndim; i-- > 0;) {
-    if (t.shape[i] != 1 && t.strides[i] != expect) return false;
-    expect *= t.shape[i];
-  }
-  return true;
-}
-
-// Writes the DLPack tensor `t` into `*out`, whose shape keeps its capacity
-// (callers reuse one view call after call).
-void ToView(const nb::dlpack::dltensor& t, int rank, TensorView* out) {
-  TensorView& v = *out;
-  v.device = -1;
-  v.shape.clear();
-  if (!WellFormed(t))
-    throw nb::value_error(
-        ("malformed DLPack tensor (rank " + std::to_string(rank) + "): ndim " +
-         std::to_string(t.ndim) + (t.shape == nullptr ? ", no shape" : ""))
-            .c_str());
-  if (!ToDataType(t.dtype, &v.dtype))
-    throw nb::value_error(
-        ("unsupported tensor dtype (rank " + std::to_string(rank) +
-         "): horovod supports uint8, int8, int16, int32, int64, float16, "
-         "bfloat16, float32, float64 and bool")
-            .c_str());
-  if (t.device.device_type != nb::device::cpu::value)
-    v.device = t.device.device_id;
-  v.data = static_cast<char*>(t.data) + t.byte_offset;
-  if (!IsCompact(t))
-    throw nb::value_error(
-        ("tensor must be contiguous (rank " + std::to_string(rank) + ")")
-            .c_str());
-  v.shape.assign(t.shape, t.shape + t.ndim);
-}
-
-// The DLPack tensor behind an imported ndarray.
-nb::dlpack::dltensor TensorOf(const nb::ndarray<>& a) {
-  nb::dlpack::dltensor t;
-  t.data = a.data();
-  t.device.device_type = a.device_type();
-  t.device.device_id = a.device_id();
-  t.ndim = static_cast<int32_t>(a.ndim());
-  t.dtype = a.dtype();
-  t.shape = const_cast<int64_t*>(a.shape_ptr());
-  t.strides = const_cast<int64_t*>(a.stride_ptr());
-  return t;
-}
-
-TensorView ToView(const nb::ndarray<>& a, int rank) {
-  TensorView v;
-  ToView(TensorOf(a), rank, &v);
-  return v;
-}
-
-// The tensor of an unconsumed DLPack capsule (what the frameworks' exports
-// return), read where it lies, or null for any other object. nanobind's
-// ndarray import would wrap it in a counted handle, an allocation and a
-// release on every per-gradient call; read in place, the capsule stays the
-// exporter's, and its destructor frees the tensor. The caller keeps the
-// capsule alive while it reads.
-const nb::dlpack::dltensor* CapsuleTensor(nb::handle h) {
-  if (!PyCapsule_CheckExact(h.ptr())) return nullptr;
-  const char* name = PyCapsule_GetName(h.ptr());
-  if (name == nullptr || std::strcmp(name, "dltensor") != 0) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  // A DLManagedTensor starts with its DLTensor.
-  return static_cast<const nb::dlpack::dltensor*>(
-      PyCapsule_GetPointer(h.ptr(), name));
 }
 
 // Sets the arguments Python passes as numbers; the name and splits are
@@ -229,12 +77,12 @@ int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
                    double postscale, int root, int process_set) {
   nb::ndarray<> imported;  // alive while the tensor is read
   nb::dlpack::dltensor from_import;
-  const nb::dlpack::dltensor* tensor = CapsuleTensor(array);
+  const nb::dlpack::dltensor* tensor = dlpack::CapsuleTensor(array);
   if (tensor == nullptr) {
     if (!nb::try_cast(array, imported))
       throw nb::type_error(
           "expected a DLPack capsule or an object with __dlpack__");
-    from_import = TensorOf(imported);
+    from_import = dlpack::TensorOf(imported);
     tensor = &from_import;
   }
   if (table.engine().is_none())
@@ -245,7 +93,7 @@ int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
   Engine* eng = nullptr;
   try {
     eng = &pe.get();
-    ToView(*tensor, eng->rank(), &view);
+    dlpack::ToView(*tensor, eng->rank(), &view);
   } catch (const nb::builtin_exception& x) {
     table.RaiseInvalidArgument(x.what());
   }
@@ -319,10 +167,10 @@ nb::object MakeAllreduceAsync(nb::object table_obj, nb::object export_fn,
         if (name_utf8 == nullptr) PyErr_Clear();
         if (name_utf8 == nullptr || name_len == 0) return fall_back();
         nb::object capsule = export_fn(tensor);
-        const nb::dlpack::dltensor* t = CapsuleTensor(capsule);
+        const nb::dlpack::dltensor* t = dlpack::CapsuleTensor(capsule);
         // A strided tensor goes to the fallback, which copies; a malformed
         // one to EnqueueOne, which names what is wrong.
-        if (t == nullptr || (WellFormed(*t) && !IsCompact(*t)))
+        if (t == nullptr || (dlpack::WellFormed(*t) && !dlpack::IsCompact(*t)))
           return fall_back();
         return nb::int_(EnqueueOne(
             *nb::inst_ptr<HandleTable>(table_obj), OpType::kAllreduce, capsule,
@@ -397,7 +245,7 @@ NB_MODULE(_core, m) {
             });
             std::vector<size_t> shape(h.output_shape().begin(),
                                       h.output_shape().end());
-            nb::dlpack::dtype dt = ToDlpack(h.dtype());
+            nb::dlpack::dtype dt = dlpack::ToDlpack(h.dtype());
             if (as_bits)
               dt.code = static_cast<uint8_t>(nb::dlpack::dtype_code::UInt);
             return nb::ndarray<>(buf->data(), shape.size(), shape.data(), owner,
@@ -452,7 +300,7 @@ NB_MODULE(_core, m) {
              std::vector<TensorView> views;
              views.reserve(arrays.size());
              for (const auto& a : arrays)
-               views.push_back(ToView(a, eng.rank()));
+               views.push_back(dlpack::ToView(a, eng.rank()));
              // Arrays NumPy holds as bfloat16 arrive as their uint16 bits.
              for (int i : bfloat16_bits) {
                if (i < 0 || i >= static_cast<int>(views.size()) ||
