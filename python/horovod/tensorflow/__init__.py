@@ -22,24 +22,26 @@ from horovod.tensorflow.functions import (allgather_object,  # noqa: F401
                                           broadcast_variables)
 from horovod.tensorflow.gradient_tape import (  # noqa: F401
     DistributedGradientTape, PartialDistributedGradientTape)
+from horovod.tensorflow.control_ops import (barrier, join,  # noqa: F401
+                                            local_rank_op, local_size_op,
+                                            process_set_included_op, rank_op,
+                                            size_op)
 from horovod.tensorflow.mpi_ops import (Adasum, Average, Max, Min,  # noqa: F401
                                         Product, Sum, add_process_set,
                                         allgather, allreduce, alltoall,
-                                        barrier, broadcast, broadcast_,
+                                        broadcast, broadcast_,
                                         ccl_built, cross_rank, cross_size,
                                         cuda_built, ddl_built, gloo_built,
                                         gloo_enabled, grouped_allgather,
                                         grouped_allreduce,
                                         grouped_reducescatter, init,
-                                        is_homogeneous, is_initialized, join,
-                                        local_rank, local_rank_op,
-                                        local_size, local_size_op, metrics,
+                                        is_homogeneous, is_initialized,
+                                        local_rank, local_size, metrics,
                                         mpi_built,
                                         mpi_enabled, mpi_threads_supported,
-                                        nccl_built, process_set_included_op,
-                                        rank, rank_op, reducescatter,
+                                        nccl_built, rank, reducescatter,
                                         remove_process_set, rocm_built,
-                                        shutdown, size, size_op,
+                                        shutdown, size,
                                         start_timeline, stop_timeline)
 from horovod.tensorflow.optimizer import (  # noqa: F401
     BroadcastGlobalVariablesHook, DistributedOptimizer)

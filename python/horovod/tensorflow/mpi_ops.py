@@ -5,9 +5,8 @@ Every collective is one op of Horovod's op library (op_library.py), eagerly
 and in tf.function or tf.compat.v1 graphs alike: its kernel hands the
 tensors' memory to the engine and waits. Each forward and each backward is
 one kernel call, which starts all of its operations before waiting for any.
-Join, barrier and the topology ops, which are rare and carry no tensors,
-run as tf.py_function. XLA cannot call the engine: under jit_compile=True
-the collectives refuse to be traced.
+Join, barrier and the topology ops are in control_ops.py. XLA cannot call
+the engine: under jit_compile=True the collectives refuse to be traced.
 
 Names: eagerly, an unnamed operation is numbered per process set
 (`allreduce.noname.<N>`), as in horovod.torch. In a graph it is named at trace
@@ -35,16 +34,12 @@ from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
 from horovod.common.process_sets import ProcessSet  # noqa: F401
 from horovod.common.process_sets import global_process_set
 from horovod.common.topology import *  # noqa: F401,F403
-from horovod.common.topology import local_rank, local_size, rank
+from horovod.common.topology import rank
 from horovod.tensorflow import op_library as _lib
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.op_library import Unit
 
 _collectives = _ops.process_collectives()
-
-
-def _executing_eagerly():
-    return tf.executing_eagerly()
 
 
 def _normalize_name(name):
@@ -489,7 +484,8 @@ def _grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
 
     def forward(xs):
         return _run_units([Unit(_lib.REDUCESCATTER, len(xs), prefix, name)],
-                          xs, process_set, _rows_unknown, reduce_op=op, prescale=prescale_factor,
+                          xs, process_set, _rows_unknown, reduce_op=op,
+                          prescale=prescale_factor,
                           postscale=postscale_factor)
 
     def backward(dys):
@@ -537,69 +533,3 @@ def grouped_reducescatter(tensors, device_dense="", compression=None,
                                   prescale_factor, postscale_factor,
                                   ignore_name_scope, process_set)
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
-
-
-# -- control -----------------------------------------------------------------
-
-def join():
-    """Declares this rank out of data: until every rank has joined, it takes
-    part in other ranks' allreduces with zeros. Returns the last rank to
-    join, as an int32 tensor."""
-    return _run(lambda _: [tf.constant(_collectives.join(), dtype=tf.int32)],
-                [], [tf.int32])[0]
-
-
-def barrier(process_set=global_process_set):
-    """Blocks until every rank of the set has reached the barrier. In a
-    graph, returns the op that does so when run."""
-    def wait(_):
-        _collectives.barrier(process_set)
-        return [tf.constant(0, dtype=tf.int32)]
-    if tf.executing_eagerly():
-        _synchronous(wait, [])
-        return None
-    return _run(wait, [], [tf.int32])[0].op
-
-
-def _topology_op(value_fn, name):
-    """An int32 scalar read when the graph runs (so a graph built before a
-    job re-forms still reports the job it runs in)."""
-    with tf.name_scope(name or "horovod_topology"):
-        return tf.reshape(_run(
-            lambda _: [tf.constant(value_fn(), dtype=tf.int32)],
-            [], [tf.int32])[0], [])
-
-
-def _set_of(process_set_id):
-    ps = _collectives.basics.process_set_by_id(process_set_id)
-    if ps is not None:
-        return ps
-    raise HorovodInvalidArgumentError(
-        "process set %r is not registered (rank %d)" % (process_set_id,
-                                                        rank()))
-
-
-def size_op(process_set_id=0, name=None):
-    """The number of ranks in the process set, as an int32 tensor."""
-    return _topology_op(lambda: _set_of(process_set_id).size(), name)
-
-
-def local_size_op(name=None):
-    """The number of ranks on this host, as an int32 tensor."""
-    return _topology_op(local_size, name)
-
-
-def rank_op(name=None):
-    """This process's rank, as an int32 tensor."""
-    return _topology_op(rank, name)
-
-
-def local_rank_op(name=None):
-    """This process's rank on its host, as an int32 tensor."""
-    return _topology_op(local_rank, name)
-
-
-def process_set_included_op(process_set_id=0, name=None):
-    """1 if this rank belongs to the process set, else 0 (int32 tensor)."""
-    return _topology_op(lambda: int(_set_of(process_set_id).included()),
-                        name)
