@@ -1,0 +1,273 @@
+// The ready board: cached allreduces agreed in shared memory without rank
+// 0's round trip; exact results, waking sleeping and spinning peers,
+// mismatches and disagreements left to rank 0.
+#include <gtest/gtest.h>
+#include <horovod/engine.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "engine_ranks.h"
+
+namespace horovod {
+namespace {
+
+// Cached allreduces agreed on the ready board (every rank on one host):
+// small tensors reduced from the boards, large ones fused into collectives,
+// each with its reduce op and scales; exact results every step, also when
+// one rank submits later than the board waits (they go through rank 0: an
+// early rank's offers wait out the patience, the late rank's follow at once).
+TEST(Engine, ReadyBoardStepsGiveExactResults) {
+  const int n = 3, steps = 12;
+  struct Case {
+    const char* name;
+    int64_t count;
+    ReduceOp op;
+    double prescale, postscale;
+  };
+  const std::vector<Case> cases = {
+      {"small.sum", 3, ReduceOp::kSum, 1, 1},
+      {"small.avg", 5, ReduceOp::kAverage, 1, 1},
+      {"small.min", 4, ReduceOp::kMin, 1, 1},
+      {"small.max", 4, ReduceOp::kMax, 1, 1},
+      {"small.scaled", 2, ReduceOp::kSum, 2, 0.25},
+      {"large.a", 5000, ReduceOp::kSum, 1, 1},
+      {"large.b", 7000, ReduceOp::kSum, 1, 1},
+      {"large.avg", 6000, ReduceOp::kAverage, 1, 1}};
+  std::vector<uint64_t> overdue(n);  // in step 5, per rank
+  const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
+                                                            std::string* fail) {
+    const EngineMetrics m0 = e->Metrics();
+    EngineMetrics before_late;
+    for (int s = 0; s < steps; ++s) {
+      // Step 5: rank 2 is late, beyond the board's patience.
+      if (s == 5) before_late = e->Metrics();
+      if (s == 5 && r == 2)
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::vector<std::vector<float>> v;
+      std::vector<Handle> hs(cases.size());
+      for (size_t c = 0; c < cases.size(); ++c) {
+        v.emplace_back(cases[c].count);
+        for (int64_t i = 0; i < cases[c].count; ++i)
+          v[c][i] = float((r + 1) * (i % 7 + 1) + s);
+      }
+      for (size_t c = 0; c < cases.size(); ++c) {
+        CollectiveArgs args;
+        args.name = cases[c].name;
+        args.op = cases[c].op;
+        args.prescale = cases[c].prescale;
+        args.postscale = cases[c].postscale;
+        if (!e->Allreduce({v[c].data(), DataType::kFloat32, {cases[c].count}},
+                          args, &hs[c])
+                 .ok())
+          *fail += "submit;";
+      }
+      for (size_t c = 0; c < cases.size(); ++c) {
+        if (!hs[c].Wait(30).ok()) {
+          *fail += std::string("wait ") + cases[c].name + ";";
+          continue;
+        }
+        for (int64_t i = 0; i < cases[c].count; ++i) {
+          const float k = float(i % 7 + 1);
+          float want = 0;
+          switch (cases[c].op) {
+            case ReduceOp::kMin:
+              want = k + s;
+              break;
+            case ReduceOp::kMax:
+              want = n * k + s;
+              break;
+            case ReduceOp::kAverage:
+              want = (6 * k + n * s) / n;
+              break;
+            default:
+              want = float((6 * k + n * s) * cases[c].prescale *
+                           cases[c].postscale);
+          }
+          if (v[c][i] != want) {
+            *fail += std::string(cases[c].name) + " step " + std::to_string(s) +
+                     " [" + std::to_string(i) +
+                     "] = " + std::to_string(v[c][i]) + ", want " +
+                     std::to_string(want) + ";";
+            break;
+          }
+        }
+      }
+      if (s == 5)
+        overdue[r] = e->Metrics().board_overdue - before_late.board_overdue;
+    }
+    // Rank 0 names the cached tensors by slot on the board: no other
+    // path has it do so.
+    if (r == 0 && e->Metrics().cache_hits - m0.cache_hits <
+                      uint64_t(cases.size()) * (steps - 2))
+      *fail += "rank 0 agreed too little on the board;";
+    if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+  });
+  ExpectEveryRankOk(failures);
+  // Step 5: the early ranks' offers went to rank 0 (one of them may follow
+  // the other's marks), and the late rank's followed theirs at once.
+  EXPECT_GT(overdue[0] + overdue[1], 0u);
+  EXPECT_EQ(overdue[2], 0u);
+}
+
+// A rank that posted its board round first waits on its doorbell until the
+// peer posts 5 ms later; peers ring only a sleeping loop, and a spinning
+// one sees the post itself. Returns each rank's median wait in ms: a post
+// the waiter missed would leave it waiting until its next look (50 ms or
+// more) or through its whole spin window.
+std::vector<double> BoardWaitsWithSpin(double spin_us) {
+  Knobs knobs;
+  knobs.spin_time_us = spin_us;
+  const int rounds = 21;
+  std::vector<double> median_ms(2);
+  const std::vector<std::string> failures = RunRanks(
+      2,
+      [&](Engine* e, int r, std::string* fail) {
+        const EngineMetrics m0 = e->Metrics();
+        std::vector<double> ms;
+        for (int s = 0; s < rounds; ++s) {
+          // The ranks take turns being late (after the first, uncached call).
+          if (s > 0 && r == s % 2)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          float v = float(r + 1);
+          const auto start = std::chrono::steady_clock::now();
+          Handle h;
+          CollectiveArgs args;
+          args.name = "wake.probe";
+          if (!e->Allreduce({&v, DataType::kFloat32, {1}}, args, &h).ok() ||
+              !h.Wait(30).ok() || v != 3) {
+            *fail += "round " + std::to_string(s) + ";";
+            continue;
+          }
+          if (s > 0 && r != s % 2)  // the early rank: it waited for the post
+            ms.push_back(std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - start)
+                             .count());
+        }
+        std::sort(ms.begin(), ms.end());
+        median_ms[r] = ms[ms.size() / 2];
+        if (r == 0 && e->Metrics().cache_hits - m0.cache_hits < rounds - 2)
+          *fail += "rank 0 agreed too little on the board;";
+        if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+      },
+      knobs);
+  ExpectEveryRankOk(failures);
+  return median_ms;
+}
+
+TEST(Engine, ABoardPostWakesASleepingPeer) {
+  const std::vector<double> ms = BoardWaitsWithSpin(0);
+  for (int r = 0; r < 2; ++r) EXPECT_LT(ms[r], 25) << "rank " << r;
+}
+
+// The post lands within the waiter's spin window (200 ms).
+TEST(Engine, ABoardPostEndsASpinningPeersWait) {
+  const std::vector<double> ms = BoardWaitsWithSpin(200000);
+  for (int r = 0; r < 2; ++r) EXPECT_LT(ms[r], 25) << "rank " << r;
+}
+
+// A rank that changes a cached tensor's shape while the others offer it on
+// the board gets, like them, the mismatch error from rank 0 (the board
+// hands what it cannot agree on to rank 0); the job goes on.
+TEST(Engine, ReadyBoardLeavesMismatchesToRankZero) {
+  const int n = 2;
+  const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
+                                                            std::string* fail) {
+    std::vector<float> v(8, 1.f);
+    CollectiveArgs args;
+    args.name = "shape";
+    Handle h;
+    for (int s = 0; s < 3; ++s)
+      if (!e->Allreduce({v.data(), DataType::kFloat32, {4}}, args, &h).ok() ||
+          !h.Wait(30).ok())
+        *fail += "cached;";
+    const int64_t mine = r == 1 ? 8 : 4;
+    Status st;
+    if (!e->Allreduce({v.data(), DataType::kFloat32, {mine}}, args, &h).ok() ||
+        (st = h.Wait(30)).code() != StatusCode::kMismatch)
+      *fail += "no mismatch: " + st.ToString() + ";";
+    std::fill(v.begin(), v.end(), 1.f);
+    if (!e->Allreduce({v.data(), DataType::kFloat32, {4}}, args, &h).ok() ||
+        !h.Wait(30).ok() || v[0] != 2.f)
+      *fail += "after;";
+    if (!e->Shutdown().ok()) *fail += "end;";
+  });
+  ExpectEveryRankOk(failures);
+}
+
+// A name's queue record remembers the cache slot its tensor was found in,
+// so steady steps skip the lookup; that must not outlive the slot. In a
+// cache of two, "q0" is found (a hit), then evicted by "q1", whose other
+// size then fills its slot, then submitted again; and "p" changes its shape
+// now and then. Every result stays exact.
+TEST(Engine, RememberedCacheSlotsStandOnlyWhileTheyHold) {
+  const int n = 2, steps = 24;
+  Knobs knobs;
+  knobs.cache_capacity = 2;
+  ExpectEveryRankOk(RunRanks(
+      n,
+      [&](Engine* e, int r, std::string* fail) {
+        for (int s = 0; s < steps; ++s) {
+          const bool q1 = s % 4 == 2;
+          const std::vector<std::string> names = {"p", q1 ? "q1" : "q0"};
+          const std::vector<int64_t> counts = {s % 5 == 4 ? 6 : 5, q1 ? 7 : 3};
+          std::vector<std::vector<float>> v(names.size());
+          std::vector<Handle> hs(names.size());
+          for (size_t t = 0; t < names.size(); ++t) {
+            v[t].assign(counts[t], float(r + 1 + s + t));
+            CollectiveArgs args;
+            args.name = names[t];
+            if (!e->Allreduce({v[t].data(), DataType::kFloat32, {counts[t]}},
+                              args, &hs[t])
+                     .ok())
+              *fail += "submit;";
+          }
+          for (size_t t = 0; t < names.size(); ++t) {
+            const float want = float(3 + 2 * (s + t));
+            if (!hs[t].Wait(30).ok() ||
+                std::count(v[t].begin(), v[t].end(), want) != counts[t])
+              *fail += names[t] + " step " + std::to_string(s) + ";";
+          }
+        }
+        // Most steps found both tensors cached, on the board.
+        const uint64_t hits = e->Metrics().cache_hits;
+        if (hits < uint64_t(steps))
+          *fail += "only " + std::to_string(hits) + " cache hits;";
+        if (!e->Shutdown().ok()) *fail += "end;";
+      },
+      knobs));
+}
+
+// A rank whose knobs rule out the ready board (autotuning, which only rank
+// 0 does, is on there alone) while the others' allow one: the shared-memory
+// segments disagree, every rank falls back to TCP alike, and cached steps still
+// complete everywhere.
+TEST(Engine, RanksThatDisagreeOnTheBoardFallBackTogether) {
+  const int n = 2;
+  const std::vector<std::string> failures = RunRanks(
+      n,
+      [&](Engine* e, int r, std::string* fail) {
+        for (int s = 0; s < 5; ++s) {
+          std::vector<float> v(3, float(r + 1));
+          CollectiveArgs args;
+          args.name = "disagree";
+          args.op = ReduceOp::kAverage;
+          Handle h;
+          if (!e->Allreduce({v.data(), DataType::kFloat32, {3}}, args, &h)
+                   .ok() ||
+              !h.Wait(30).ok() || v[0] != 1.5f)
+            *fail += "step " + std::to_string(s) + ";";
+        }
+        if (!e->Shutdown().ok()) *fail += "end;";
+      },
+      [](int r) {
+        Knobs k;
+        if (r == 1) k.autotune = true;
+        return k;
+      });
+  ExpectEveryRankOk(failures);
+}
+
+}  // namespace
+}  // namespace horovod
