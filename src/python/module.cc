@@ -2,8 +2,8 @@
 // through DLPack (capsules read in place, other exporters through nanobind's
 // ndarray import) and engine-allocated outputs go back out as DLPack, so no
 // framework header is ever compiled in. No logic lives here beyond
-// conversion, and the choice between an adapter's C and Python paths of
-// allreduce_async_; waits release the GIL.
+// conversion (dlpack_view.h), and the choice between an adapter's C and
+// Python paths of allreduce_async_; waits release the GIL.
 #include <horovod/engine.h>
 #include <horovod/framework_api.h>
 #include <nanobind/nanobind.h>
