@@ -79,6 +79,20 @@ class PlanTable {
   std::vector<std::unique_ptr<Plan>> plans_;
 };
 
+// The int64 tensor of input `i`, of `expected` elements, or null (the
+// kernel failed, naming `what`).
+TensorPtr Int64Input(TF_OpKernelContext* ctx, int i, size_t expected,
+                     const char* what) {
+  TensorPtr t = PlanRunner::Input(ctx, i);
+  if (t && TF_TensorByteSize(t.get()) != expected * sizeof(int64_t)) {
+    Fail(ctx, kTfInvalidArgument,
+         std::string("HorovodCollective: ") + what + ": expected " +
+             std::to_string(expected) + " int64 values");
+    return nullptr;
+  }
+  return t;
+}
+
 // HorovodCollective and HorovodAlltoall: the plan in the op's attributes,
 // read once when TensorFlow constructs the kernel.
 class CollectiveKernel {

@@ -249,17 +249,5 @@ void PlanRunner::SetOutputs(const HvdFrameworkApi& api,
   if (!st.ok()) TF_OpKernelContext_Failure(ctx_, st.s);
 }
 
-TensorPtr Int64Input(TF_OpKernelContext* ctx, int i, size_t expected,
-                     const char* what) {
-  TensorPtr t = PlanRunner::Input(ctx, i);
-  if (t && TF_TensorByteSize(t.get()) != expected * sizeof(int64_t)) {
-    Fail(ctx, kTfInvalidArgument,
-         std::string("HorovodCollective: ") + what + ": expected " +
-             std::to_string(expected) + " int64 values");
-    return nullptr;
-  }
-  return t;
-}
-
 }  // namespace tensorflow
 }  // namespace horovod

@@ -108,11 +108,6 @@ class PlanRunner {
   const Plan& plan_;
 };
 
-// The int64 tensor of input `i`, of `expected` elements, or null (the
-// kernel failed, naming `what`).
-TensorPtr Int64Input(TF_OpKernelContext* ctx, int i, size_t expected,
-                     const char* what);
-
 }  // namespace tensorflow
 }  // namespace horovod
 
