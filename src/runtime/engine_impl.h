@@ -338,6 +338,7 @@ class EngineImpl {
   Doorbell* bell_ = nullptr;  // set when control frames go through shm_
   Doorbell::Seen bell_seen_;
   std::vector<pollfd> pollfds_;
+  uint64_t wakes_seen_ = 0;  // the queue's Wakes at the last look (no bell_)
   std::unique_ptr<PeerLiveness> liveness_;
   std::unique_ptr<Coordinator> coordinator_;
   Timeline timeline_;

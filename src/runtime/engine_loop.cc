@@ -53,9 +53,12 @@ Clock::time_point EngineImpl::AwaitEventUntimed(int timeout_ms,
     bell_seen_ = bell_->Read();  // before looking: later rings wake us
     return end;
   }
+  // An enqueue since our last look skips the sleep (it wrote no eventfd).
+  if (timeout_ms != 0 && !queue_.BeginSleep(wakes_seen_)) timeout_ms = 0;
   pollfds_.assign(1, pollfd{queue_.wake_fd(), POLLIN, 0});
   for (auto& link : control_) pollfds_.push_back({link->fd(), POLLIN, 0});
   poll(pollfds_.data(), pollfds_.size(), timeout_ms);
+  wakes_seen_ = queue_.EndSleep();  // before looking: later ones wake us
   if (pollfds_[0].revents) queue_.DrainWake();
   for (size_t i = 0; i < control_.size(); ++i)
     if (pollfds_[i + 1].revents) control_[i]->MarkReadable();

@@ -274,9 +274,23 @@ void TensorQueue::FailAll(const Status& status) {
 
 void TensorQueue::Wake() {
   if (wake_hook_) return wake_hook_();
+  wakes_.fetch_add(1, std::memory_order_seq_cst);
+  if (!sleeping_.load(std::memory_order_seq_cst)) return;
   uint64_t one = 1;
   ssize_t ignored = write(wake_fd_, &one, sizeof(one));
   (void)ignored;
+}
+
+bool TensorQueue::BeginSleep(uint64_t seen) {
+  sleeping_.store(true, std::memory_order_seq_cst);
+  if (wakes_.load(std::memory_order_seq_cst) == seen) return true;
+  sleeping_.store(false, std::memory_order_relaxed);
+  return false;
+}
+
+uint64_t TensorQueue::EndSleep() {
+  sleeping_.store(false, std::memory_order_relaxed);
+  return wakes_.load(std::memory_order_seq_cst);
 }
 
 void TensorQueue::DrainWake() {

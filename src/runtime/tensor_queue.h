@@ -1,8 +1,9 @@
 // TensorQueue: where framework threads hand collectives to the engine's
 // loop. Holds every in-flight entry by key (process set + name), so a
 // duplicate name is refused at once, and the list of entries not yet told to
-// the coordinator. Enqueue wakes the loop through an eventfd (or the wake
-// hook: the shared-memory doorbell), so the loop sleeps instead of spinning.
+// the coordinator. Enqueue wakes the loop through an eventfd, written only
+// while the loop sleeps on it (or the wake hook: the shared-memory
+// doorbell), so the loop sleeps instead of spinning.
 //
 // Each key has a record (QueuedTensor) that outlives its submission: a
 // training step submits the same names every step, and reusing the record
@@ -131,6 +132,15 @@ class TensorQueue {
   // Records kept: queued, claimed or idle.
   size_t Records();
   int wake_fd() const { return wake_fd_; }
+  // The loop's sleep on wake_fd(): Wake writes the eventfd (a system call)
+  // only while the loop sleeps, so a burst of enqueues while it works costs
+  // an atomic each. `seen` is what the last EndSleep returned: false (and
+  // no sleep) when a Wake came since. Sequentially consistent on both
+  // sides, so either Wake sees the sleeper or the sleeper sees the Wake.
+  bool BeginSleep(uint64_t seen);
+  // After the sleep (or instead of it): the Wakes seen, read before the
+  // loop looks at the queue, so later ones end the next sleep.
+  uint64_t EndSleep();
   // Replaces the eventfd as the way Wake reaches the loop. Set before the
   // loop starts.
   void SetWakeHook(std::function<void()> hook) { wake_hook_ = std::move(hook); }
@@ -175,6 +185,8 @@ class TensorQueue {
   std::atomic<uint64_t> adds_{0};     // written under mu_
   Status closed_;
   int wake_fd_;
+  std::atomic<uint64_t> wakes_{0};
+  std::atomic<bool> sleeping_{false};
   std::function<void()> wake_hook_;
   std::shared_ptr<DriveGate> gate_;
 };

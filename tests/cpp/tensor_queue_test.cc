@@ -1,12 +1,15 @@
 // TensorQueue without an engine: duplicate names, records reused across
 // submissions of a name (and the cache slot remembered with them), claims
 // by address, keys freed while a claimed collective still runs, failing
-// what is queued, and idle records dropped once many pile up.
+// what is queued, idle records dropped once many pile up, and the eventfd
+// written only while the loop sleeps.
 #include "runtime/tensor_queue.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace horovod {
@@ -298,6 +301,53 @@ TEST(TensorQueue, NamesUsedOnceDoNotPileUp) {
   EXPECT_TRUE(q.Take(TensorKey(0, "kept"), &e));
   Request r;
   EXPECT_FALSE(q.Find(TensorKey(0, "once.0"), &r));
+}
+
+// Whether the queue's eventfd has a wake-up waiting, without waiting.
+bool Readable(const TensorQueue& q) {
+  pollfd p{q.wake_fd(), POLLIN, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
+TEST(TensorQueue, EnqueuesWriteTheEventfdOnlyToASleepingLoop) {
+  TensorQueue q;
+  uint64_t seen = q.EndSleep();
+  // The loop is awake: enqueues cost no system call, and the next sleep
+  // does not begin (they are news).
+  Add(q, Entry("a"));
+  Add(q, Entry("b"));
+  EXPECT_FALSE(Readable(q));
+  EXPECT_FALSE(q.BeginSleep(seen));
+  seen = q.EndSleep();
+  // Nothing since: the loop sleeps, and the next enqueue wakes it.
+  ASSERT_TRUE(q.BeginSleep(seen));
+  EXPECT_FALSE(Readable(q));
+  Add(q, Entry("c"));
+  EXPECT_TRUE(Readable(q));
+  seen = q.EndSleep();
+  q.DrainWake();
+  EXPECT_FALSE(Readable(q));
+  // Awake again: a plain Wake (a waiter asking for the loop) is news too.
+  q.Wake();
+  EXPECT_FALSE(Readable(q));
+  EXPECT_FALSE(q.BeginSleep(seen));
+}
+
+TEST(TensorQueue, AWakeRacingTheSleepIsNeverLost) {
+  // Either the waker sees the sleeper (and writes the eventfd) or the
+  // sleeper sees the wake (and does not sleep): the loop never sleeps
+  // through one.
+  for (int round = 0; round < 2000; ++round) {
+    TensorQueue q;
+    const uint64_t seen = q.EndSleep();
+    std::thread waker([&q] { q.Wake(); });
+    if (q.BeginSleep(seen)) {
+      pollfd p{q.wake_fd(), POLLIN, 0};
+      ASSERT_EQ(poll(&p, 1, 5000), 1) << "round " << round;
+    }
+    waker.join();
+    q.EndSleep();
+  }
 }
 
 }  // namespace
