@@ -25,14 +25,27 @@ bool EngineImpl::BoardAllowed() const {
 }
 
 void EngineImpl::UseBoard() {
+  if (!BoardAllowed()) return;
+  const uint32_t capacity = static_cast<uint32_t>(knobs_.cache_capacity);
+  if (job_.size == 1) {
+    // Its own rounds agree as posted: cached tensors skip the coordinator's
+    // per-name bookkeeping here as they do beside peers. Zeroed, as a
+    // shared-memory board is, and touched now rather than on first use.
+    solo_area_.assign(
+        (ReadyBoard::AreaBytes() + sizeof(CacheLine) - 1) / sizeof(CacheLine),
+        CacheLine{});
+    board_ = std::make_unique<ReadyBoard>(
+        std::vector<char*>{solo_area_.front().bytes}, 0, capacity,
+        [](int) {});  // no other member to wake
+    return;
+  }
   if (shm_ == nullptr || shm_->size() != job_.size || bell_ == nullptr ||
-      shm_->board(0) == nullptr || !BoardAllowed())
+      shm_->board(0) == nullptr)
     return;
   std::vector<char*> areas;
   for (int m = 0; m < shm_->size(); ++m) areas.push_back(shm_->board(m));
   board_ = std::make_unique<ReadyBoard>(
-      std::move(areas), shm_->index(),
-      static_cast<uint32_t>(knobs_.cache_capacity),
+      std::move(areas), shm_->index(), capacity,
       [shm = shm_.get()](int m) { shm->doorbell(m)->WakeSleepers(); });
 }
 

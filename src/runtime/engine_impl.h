@@ -282,7 +282,9 @@ class EngineImpl {
   // --- the ready board (ready_board.h; engine_board.cc) --------------------
   // With every rank on this host, cached allreduces of process set 0 are
   // agreed on the board instead of through rank 0 (see BoardStep); anything
-  // the board cannot agree on in kBoardPatience goes the usual way.
+  // the board cannot agree on in kBoardPatience goes the usual way. A job of
+  // one rank has a board of its own in private memory, where every round
+  // agrees as it is posted.
 
   // Whether this rank's knobs allow a board (every rank must agree).
   bool BoardAllowed() const;
@@ -408,8 +410,12 @@ class EngineImpl {
     }
   };
   std::unique_ptr<ReadyBoard> board_;
-  std::vector<BoardOffer> offers_;  // in arrival order
-  bool board_news_ = false;         // offers not yet posted
+  struct alignas(64) CacheLine {
+    char bytes[64];
+  };
+  std::vector<CacheLine> solo_area_;  // the board's area in a one-rank job
+  std::vector<BoardOffer> offers_;    // in arrival order
+  bool board_news_ = false;           // offers not yet posted
   // When we first saw another rank's round that we have not joined.
   Clock::time_point behind_since_ = Clock::time_point::max();
   // Indices into offers_ of the open round's offers, ascending by slot;

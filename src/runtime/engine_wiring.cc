@@ -155,8 +155,8 @@ void EngineImpl::UseControlLinks(std::vector<Socket> sockets) {
   if (shm) {
     bell_ = shm_->doorbell(shm_->index());
     queue_.SetWakeHook([bell = bell_] { bell->RingLocal(); });
-    UseBoard();
   }
+  UseBoard();
 }
 
 }  // namespace horovod

@@ -434,6 +434,8 @@ TEST_P(Collectives, AllreduceOverPieces) {
               CheckPieces(n, count, t, op, small, 1.0, post, Layout::kInPlace);
 }
 
+// Unscaled, a group of one leaves each piece where it lies (copied in when
+// out of place); scaled, it still scales a tensor fused twice once.
 TEST_P(Collectives, AllreduceOverPiecesScaledAndOutOfPlace) {
   for (int n : {1, 2, 3})
     for (DataType t : {DataType::kInt32, DataType::kFloat16, DataType::kFloat64,
@@ -443,7 +445,8 @@ TEST_P(Collectives, AllreduceOverPiecesScaledAndOutOfPlace) {
           for (Layout layout :
                {Layout::kInPlace, Layout::kOutOfPlace, Layout::kOverlap,
                 Layout::kOneBufferUp, Layout::kOneBufferDown})
-            CheckPieces(n, count, t, op, 256, 2.0, 0.5, layout);
+            for (double pre : {1.0, 2.0})
+              CheckPieces(n, count, t, op, 256, pre, pre == 1 ? 1 : 3, layout);
 }
 
 // An out-of-place fused response with no prescale: each block's owner

@@ -1,6 +1,6 @@
 // The ready board: cached allreduces agreed in shared memory without rank
-// 0's round trip; exact results, waking sleeping and spinning peers,
-// mismatches and disagreements left to rank 0.
+// 0's round trip (and by a job of one on its own); exact results, waking
+// sleeping and spinning peers, mismatches and disagreements left to rank 0.
 #include <gtest/gtest.h>
 #include <horovod/engine.h>
 
@@ -13,13 +13,15 @@
 namespace horovod {
 namespace {
 
-// Cached allreduces agreed on the ready board (every rank on one host):
-// small tensors reduced from the boards, large ones fused into collectives,
-// each with its reduce op and scales; exact results every step, also when
-// one rank submits later than the board waits (they go through rank 0: an
-// early rank's offers wait out the patience, the late rank's follow at once).
-TEST(Engine, ReadyBoardStepsGiveExactResults) {
-  const int n = 3, steps = 12;
+// Cached allreduces agreed on the ready board of `n` ranks (every rank on
+// one host, or a job of one): small tensors reduced from the boards, large
+// ones fused into collectives, each with its reduce op and scales; exact
+// results every step. With three ranks, also when one rank submits later
+// than the board waits (they go through rank 0: an early rank's offers wait
+// out the patience, the late rank's follow at once).
+void CheckBoardSteps(int n) {
+  const int steps = 12;
+  const float ranks_sum = float(n * (n + 1) / 2);  // of the (r + 1) below
   struct Case {
     const char* name;
     int64_t count;
@@ -43,7 +45,7 @@ TEST(Engine, ReadyBoardStepsGiveExactResults) {
     for (int s = 0; s < steps; ++s) {
       // Step 5: rank 2 is late, beyond the board's patience.
       if (s == 5) before_late = e->Metrics();
-      if (s == 5 && r == 2)
+      if (s == 5 && r == 2 && n == 3)
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       std::vector<std::vector<float>> v;
       std::vector<Handle> hs(cases.size());
@@ -79,10 +81,10 @@ TEST(Engine, ReadyBoardStepsGiveExactResults) {
               want = n * k + s;
               break;
             case ReduceOp::kAverage:
-              want = (6 * k + n * s) / n;
+              want = (ranks_sum * k + n * s) / n;
               break;
             default:
-              want = float((6 * k + n * s) * cases[c].prescale *
+              want = float((ranks_sum * k + n * s) * cases[c].prescale *
                            cases[c].postscale);
           }
           if (v[c][i] != want) {
@@ -105,11 +107,18 @@ TEST(Engine, ReadyBoardStepsGiveExactResults) {
     if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
   });
   ExpectEveryRankOk(failures);
+  if (n != 3) return;
   // Step 5: the early ranks' offers went to rank 0 (one of them may follow
   // the other's marks), and the late rank's followed theirs at once.
   EXPECT_GT(overdue[0] + overdue[1], 0u);
   EXPECT_EQ(overdue[2], 0u);
 }
+
+TEST(Engine, ReadyBoardStepsGiveExactResults) { CheckBoardSteps(3); }
+
+// A job of one agrees with itself on a board in its own memory, every round
+// as it is posted, instead of through its coordinator.
+TEST(Engine, AOneRankJobAgreesOnABoardOfItsOwn) { CheckBoardSteps(1); }
 
 // A rank that posted its board round first waits on its doorbell until the
 // peer posts 5 ms later; peers ring only a sleeping loop, and a spinning
