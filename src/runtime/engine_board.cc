@@ -29,13 +29,13 @@ void EngineImpl::UseBoard() {
   const uint32_t capacity = static_cast<uint32_t>(knobs_.cache_capacity);
   if (job_.size == 1) {
     // Its own rounds agree as posted: cached tensors skip the coordinator's
-    // per-name bookkeeping here as they do beside peers. Zeroed, as a
-    // shared-memory board is, and touched now rather than on first use.
-    solo_area_.assign(
-        (ReadyBoard::AreaBytes() + sizeof(CacheLine) - 1) / sizeof(CacheLine),
-        CacheLine{});
+    // per-name bookkeeping here as they do beside peers. Cache-line aligned
+    // and zeroed, as a shared-memory board is (and so touched now rather
+    // than on first use).
+    solo_area_ = std::make_unique<Buffer>(ReadyBoard::AreaBytes());
+    std::memset(solo_area_->data(), 0, solo_area_->size());
     board_ = std::make_unique<ReadyBoard>(
-        std::vector<char*>{solo_area_.front().bytes}, 0, capacity,
+        std::vector<char*>{static_cast<char*>(solo_area_->data())}, 0, capacity,
         [](int) {});  // no other member to wake
     return;
   }

@@ -410,12 +410,9 @@ class EngineImpl {
     }
   };
   std::unique_ptr<ReadyBoard> board_;
-  struct alignas(64) CacheLine {
-    char bytes[64];
-  };
-  std::vector<CacheLine> solo_area_;  // the board's area in a one-rank job
-  std::vector<BoardOffer> offers_;    // in arrival order
-  bool board_news_ = false;           // offers not yet posted
+  std::unique_ptr<Buffer> solo_area_;  // the board's area in a one-rank job
+  std::vector<BoardOffer> offers_;     // in arrival order
+  bool board_news_ = false;            // offers not yet posted
   // When we first saw another rank's round that we have not joined.
   Clock::time_point behind_since_ = Clock::time_point::max();
   // Indices into offers_ of the open round's offers, ascending by slot;
