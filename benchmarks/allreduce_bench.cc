@@ -80,14 +80,18 @@ class Bench {
  public:
   explicit Bench(Engine* e) : e_(e) {}
 
+  // As a caller that submits the same tensor every step would: the view
+  // and the args are rewritten in place, so their shape and name keep
+  // their capacity (OpenMPI's harness passes a pointer and a count).
   void Allreduce(void* data, DataType dtype, int64_t count, ReduceOp op,
                  const char* name) {
-    TensorView t{data, dtype, {count}};
-    CollectiveArgs args;
-    args.name = name;
-    args.op = op;
+    view_.data = data;
+    view_.dtype = dtype;
+    view_.shape.assign(1, count);
+    args_.name = name;
+    args_.op = op;
     Handle h;
-    Check(e_->Allreduce(t, args, &h), "allreduce");
+    Check(e_->Allreduce(view_, args_, &h), "allreduce");
     Check(h.Wait(), "allreduce");
   }
 
@@ -105,21 +109,26 @@ class Bench {
   void Step(std::vector<std::vector<float>>& tensors,
             const std::vector<std::string>& names) {
     handles_.resize(tensors.size());
-    // As a caller that submits the same tensors every step would: one
-    // args whose name string keeps its capacity.
-    CollectiveArgs args;
+    views_.resize(tensors.size());
+    // As a caller that submits the same tensors every step would: views
+    // and one args rewritten in place, keeping their capacity.
+    args_.op = ReduceOp::kSum;
     for (size_t i = 0; i < tensors.size(); ++i) {
-      TensorView t{tensors[i].data(),
-                   DataType::kFloat32,
-                   {static_cast<int64_t>(tensors[i].size())}};
-      args.name = names[i];
-      Check(e_->Allreduce(t, args, &handles_[i]), "allreduce");
+      TensorView& t = views_[i];
+      t.data = tensors[i].data();
+      t.dtype = DataType::kFloat32;
+      t.shape.assign(1, static_cast<int64_t>(tensors[i].size()));
+      args_.name = names[i];
+      Check(e_->Allreduce(t, args_, &handles_[i]), "allreduce");
     }
     for (Handle& h : handles_) Check(h.Wait(), "allreduce");
   }
 
  private:
   Engine* e_;
+  TensorView view_;
+  std::vector<TensorView> views_;
+  CollectiveArgs args_;
   std::vector<Handle> handles_;
 };
 
