@@ -85,9 +85,7 @@ class Bench {
   // their capacity (OpenMPI's harness passes a pointer and a count).
   void Allreduce(void* data, DataType dtype, int64_t count, ReduceOp op,
                  const char* name) {
-    view_.data = data;
-    view_.dtype = dtype;
-    view_.shape.assign(1, count);
+    Aim(&view_, data, dtype, count);
     args_.name = name;
     args_.op = op;
     Handle h;
@@ -112,19 +110,24 @@ class Bench {
     views_.resize(tensors.size());
     // As a caller that submits the same tensors every step would: views
     // and one args rewritten in place, keeping their capacity.
-    args_.op = ReduceOp::kSum;
+    args_.op = ReduceOp::kSum;  // Max may have left kMax there
     for (size_t i = 0; i < tensors.size(); ++i) {
-      TensorView& t = views_[i];
-      t.data = tensors[i].data();
-      t.dtype = DataType::kFloat32;
-      t.shape.assign(1, static_cast<int64_t>(tensors[i].size()));
+      Aim(&views_[i], tensors[i].data(), DataType::kFloat32,
+          static_cast<int64_t>(tensors[i].size()));
       args_.name = names[i];
-      Check(e_->Allreduce(t, args_, &handles_[i]), "allreduce");
+      Check(e_->Allreduce(views_[i], args_, &handles_[i]), "allreduce");
     }
     for (Handle& h : handles_) Check(h.Wait(), "allreduce");
   }
 
  private:
+  // Points `v` at a 1-D tensor, its shape rewritten within its capacity.
+  static void Aim(TensorView* v, void* data, DataType dtype, int64_t count) {
+    v->data = data;
+    v->dtype = dtype;
+    v->shape.assign(1, count);
+  }
+
   Engine* e_;
   TensorView view_;
   std::vector<TensorView> views_;
