@@ -7,21 +7,41 @@
 namespace horovod {
 namespace {
 
-std::string RankList(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
-  os << "]";
-  return os.str();
-}
-
 std::string Fmt(double v) {
   std::ostringstream os;
   os << v;
   return os.str();
 }
 
+// Appends `r` (one tensor; `slot` its cache slot, or -1) to `out` by the
+// fusion rule; `r` is copied or moved. A response keeps its slots only
+// while every tensor in it has one, so it travels as slots exactly when
+// all of them are cached.
+template <typename R>
+void FuseInto(std::vector<Response>* out, std::vector<int64_t>* bytes, R&& r,
+              int slot, int64_t threshold) {
+  const int64_t n = TensorBytes(r.dtype, r.shapes[0]);
+  const int t =
+      threshold > 0 ? FusionTarget(*out, *bytes, r, n, threshold) : -1;
+  if (t < 0) {
+    out->push_back(std::forward<R>(r));
+    bytes->push_back(n);
+    out->back().slots.clear();
+    if (slot >= 0) out->back().slots.push_back(static_cast<uint32_t>(slot));
+    return;
+  }
+  Response& to = (*out)[t];
+  AddTensor(&to, std::forward<R>(r), 0);
+  (*bytes)[t] += n;
+  if (slot >= 0 && to.slots.size() + 1 == to.names.size())
+    to.slots.push_back(static_cast<uint32_t>(slot));
+}
+
 }  // namespace
+
+std::string Coordinator::RankList(const std::vector<int>& ranks) {
+  return ShapeString(std::vector<int64_t>(ranks.begin(), ranks.end()));
+}
 
 const Request& Coordinator::First(const Pending& p) {
   for (size_t i = 0; i < p.have.size(); ++i)
@@ -33,6 +53,7 @@ Coordinator::Coordinator(const CoordinatorConfig& config,
                          const ResponseCache* cache)
     : config_(config),
       cache_(cache),
+      lane_(cache != nullptr ? cache->capacity() : 0, config.size),
       joined_(config.size, false),
       waiting_(config.size) {
   std::vector<int> all(config.size);
@@ -58,183 +79,47 @@ void Coordinator::AddRequestList(int rank, const RequestList& list,
       stale_.emplace_back(rank, slot);
       continue;
     }
-    AddRequest(cache_->ToRequest(slot, rank), now);
+    if (!TryLane(slot, rank, now))
+      AddRequest(cache_->ToRequest(slot, rank), now, static_cast<int>(slot));
   }
   if (list.shutdown) shutdown_ranks_.insert(rank);
-  if (list.waiting_update) waiting_[rank] = list.waiting;
+  if (list.waiting_update) {
+    waiting_[rank] = list.waiting;
+    waiting_ranks_ = static_cast<int>(std::count_if(
+        waiting_.begin(), waiting_.end(),
+        [](const std::vector<std::string>& w) { return !w.empty(); }));
+    // Deadlock detection reads the table.
+    if (waiting_ranks_ > 0) MoveAllToTable();
+  }
   RefreshCompleteness(now);
   FindDeadlock(now);
 }
 
-bool Coordinator::WaitsFor(int r, const std::string& key,
-                           std::vector<int>* missing) const {
-  missing->clear();
-  if (key == TensorKey(0, kJoinTensorName)) {
-    // Join ends when every rank has joined.
-    if (!joined_[r] || join_ready_) return false;
-    for (int m = 0; m < config_.size; ++m)
-      if (!joined_[m]) missing->push_back(m);
-    return !missing->empty();
-  }
-  auto it = table_.find(key);
-  if (it == table_.end()) return false;
-  const Pending& p = it->second;
-  if (p.complete || !p.have[r]) return false;
-  const std::vector<int>* members = Members(First(p).process_set);
-  if (members == nullptr) return false;
-  for (int m : *members)
-    if (!Present(p, m)) missing->push_back(m);
-  return !missing->empty();
-}
-
-// A rank is stuck when every operation its threads wait on waits for some
-// stuck rank: the greatest set closed under that rule is found by starting
-// from every waiting rank and dropping ranks with a way out until none is
-// left to drop. Ranks that still compute, or wait on something that can
-// complete, are never in it; so a slow rank is never mistaken for a
-// deadlocked one. The same set must persist for deadlock_grace_s before it
-// is failed: a thread a rank has just started, and the engine does not know
-// of yet, may be about to submit what the others wait for.
-void Coordinator::FindDeadlock(Clock::time_point now) {
-  // The common case, every list: nobody reported a wait, nothing to undo.
-  if (deadlocked_.empty() &&
-      std::all_of(waiting_.begin(), waiting_.end(),
-                  [](const std::vector<std::string>& w) { return w.empty(); }))
-    return;
-  const int n = config_.size;
-  std::vector<bool> stuck(n, false);
-  std::vector<int> missing;
-  int candidates = 0;
-  for (int r = 0; r < n; ++r) {
-    if (waiting_[r].empty()) continue;
-    bool all = true;
-    for (const std::string& key : waiting_[r])
-      all = all && WaitsFor(r, key, &missing);
-    stuck[r] = all;
-    candidates += all ? 1 : 0;
-  }
-  for (bool changed = candidates >= 2; changed;) {  // one rank cannot
-    changed = false;                                // deadlock alone
-    for (int r = 0; r < n; ++r) {
-      if (!stuck[r]) continue;
-      for (const std::string& key : waiting_[r]) {
-        WaitsFor(r, key, &missing);
-        bool blocked = std::any_of(missing.begin(), missing.end(),
-                                   [&](int m) { return stuck[m]; });
-        if (!blocked) {
-          stuck[r] = false;
-          changed = true;
-          break;
-        }
-      }
-    }
-  }
-  std::vector<int> ranks;
-  std::vector<std::string> keys;
-  for (int r = 0; r < n && candidates >= 2; ++r) {
-    if (!stuck[r]) continue;
-    ranks.push_back(r);
-    keys.insert(keys.end(), waiting_[r].begin(), waiting_[r].end());
-  }
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  if (keys == deadlocked_) return;  // unchanged: the clock keeps running
-  deadlocked_ = std::move(keys);
-  deadlock_since_ = now;
-  if (ranks.empty()) return;
-  std::string what;
-  for (int r : ranks) what += (what.empty() ? "" : "; ") + DescribeWait(r);
-  deadlock_message_ =
-      "Ranks " + RankList(ranks) +
-      " are blocked in operations that can never match: " + what +
-      ". Failing them on every rank.";
-}
-
-bool Coordinator::DeadlockDue(Clock::time_point now) const {
-  return !deadlocked_.empty() &&
-         std::chrono::duration<double>(now - deadlock_since_).count() >=
-             config_.deadlock_grace_s;
-}
-
-std::string Coordinator::DescribeWait(int r) const {
-  std::string out = "rank " + std::to_string(r) + " waits in ";
-  bool first = true;
-  for (const std::string& key : waiting_[r]) {
-    if (!first) out += " and ";
-    first = false;
-    if (key == TensorKey(0, kJoinTensorName)) {
-      out += "join";
-      continue;
-    }
-    auto it = table_.find(key);
-    if (it == table_.end()) continue;
-    const Request& q = First(it->second);
-    out += OpName(q.op);
-    if (q.op == Op::kAddProcessSet) {
-      out += " of ranks " + ShapeString(std::vector<int64_t>(
-                                q.set_ranks.begin(), q.set_ranks.end()));
-    } else if (q.op == Op::kRemoveProcessSet) {
-      out += " of process set " + std::to_string(q.set_id);
-    } else {
-      if (q.op != Op::kBarrier) out += " '" + q.name + "'";
-      if (q.process_set != 0)
-        out += " on process set " + std::to_string(q.process_set);
-    }
-  }
-  return out;
-}
-
-void Coordinator::FailDeadlocked(ResponseList* list) {
-  std::vector<std::string> keys;
-  keys.swap(deadlocked_);
-  // A group fails whole: its other members would wait for it forever.
-  std::set<std::string> groups;
-  for (const std::string& key : keys) {
-    auto it = table_.find(key);
-    if (it == table_.end()) continue;
-    const Request& q = First(it->second);
-    if (q.group_size > 0) groups.insert(TensorKey(q.process_set, q.group));
-  }
-  for (const auto& kv : table_) {
-    const Request& q = First(kv.second);
-    if (q.group_size > 0 && groups.count(TensorKey(q.process_set, q.group)) &&
-        std::find(keys.begin(), keys.end(), kv.first) == keys.end())
-      keys.push_back(kv.first);
-  }
-  for (const std::string& key : keys) {
-    Response err;
-    if (key == TensorKey(0, kJoinTensorName)) {
-      err.op = Op::kJoin;
-      err.names = {kJoinTensorName};
-      err.shapes = {{}};
-      std::fill(joined_.begin(), joined_.end(), false);
-    } else {
-      auto it = table_.find(key);
-      if (it == table_.end()) continue;
-      err = ResponseFor(First(it->second));
-      table_.erase(it);
-    }
-    err.error = true;
-    err.error_message = deadlock_message_;
-    list->responses.push_back(std::move(err));
-  }
-  for (auto& w : waiting_) w.clear();  // until the ranks report anew
-}
-
-void Coordinator::AddRequest(Request r, Clock::time_point now) {
+void Coordinator::AddRequest(Request r, Clock::time_point now, int slot) {
   if (r.op == Op::kJoin) {
+    // A joined rank stands in for others' requests: the table decides.
+    MoveAllToTable();
+    any_joined_ = true;
     joined_[r.rank] = true;
     last_joined_ = r.rank;
     join_ready_ =
         std::all_of(joined_.begin(), joined_.end(), [](bool b) { return b; });
     return;
   }
+  if (slot < 0 && lane_.slots() > 0)
+    slot = cache_->SlotOf(r.process_set, r.name);
+  if (slot >= 0 && lane_.IsOpen(static_cast<uint32_t>(slot)))
+    MoveToTable(static_cast<uint32_t>(slot));
   Pending& p = table_[r.Key()];
   if (p.have.empty()) {
     p.have.assign(config_.size, false);
     p.requests.resize(config_.size);
     p.first_seen = now;
     p.order = next_order_++;
+    if (slot >= 0 && slot < lane_.slots()) {
+      p.lane_slot = slot;
+      lane_.Block(static_cast<uint32_t>(slot));
+    }
   }
   const int rank = r.rank;
   p.have[rank] = true;
@@ -265,6 +150,12 @@ std::vector<int> Coordinator::Missing(const Pending& p) const {
   return missing;
 }
 
+void Coordinator::Erase(Table::iterator it) {
+  if (it->second.lane_slot >= 0)
+    lane_.Unblock(static_cast<uint32_t>(it->second.lane_slot));
+  table_.erase(it);
+}
+
 void Coordinator::RefreshCompleteness(Clock::time_point now) {
   for (auto& kv : table_) {
     if (!kv.second.complete && IsComplete(kv.second)) {
@@ -279,10 +170,12 @@ bool Coordinator::ShouldEmit(Clock::time_point now) const {
   // One rank shutting down ends the job for all (as upstream): waiting for
   // the rest could hang them on collectives that rank will never join.
   if (!shutdown_ranks_.empty()) return true;
-  bool any_incomplete = false;
-  bool any_complete = false;
-  int64_t ready_bytes = 0;
-  Clock::time_point oldest = Clock::time_point::max();
+  const LaneReadiness lane = LaneState(now);
+  if (lane.stalled) return true;
+  bool any_incomplete = lane.incomplete;
+  bool any_complete = lane.complete;
+  int64_t ready_bytes = lane.ready_bytes;
+  Clock::time_point oldest = lane.oldest;
   for (const auto& kv : table_) {
     const Pending& p = kv.second;
     if (!p.complete) {
@@ -313,7 +206,7 @@ bool Coordinator::ShouldEmit(Clock::time_point now) const {
 }
 
 Clock::time_point Coordinator::NextWake(Clock::time_point now) const {
-  Clock::time_point wake = Clock::time_point::max();
+  Clock::time_point wake = LaneWake(now);
   auto after = [](Clock::time_point t, double s) {
     return t + std::chrono::duration_cast<Clock::duration>(
                    std::chrono::duration<double>(s));
@@ -337,6 +230,7 @@ Clock::time_point Coordinator::NextWake(Clock::time_point now) const {
 std::vector<std::string> Coordinator::TakeStallWarnings(Clock::time_point now) {
   std::vector<std::string> out;
   if (!config_.stall_check) return out;
+  MoveOlderThan(now, config_.stall_check_s);  // warned from the table
   for (auto& kv : table_) {
     Pending& p = kv.second;
     if (p.complete || p.warned) continue;
@@ -464,37 +358,26 @@ Response Coordinator::Validate(const Pending& p) {
   return resp;
 }
 
-void Coordinator::Fuse(std::vector<Response>* responses) const {
-  if (config_.fusion_threshold <= 0) return;
-  std::vector<Response> out;
-  std::vector<int64_t> bytes;
-  for (Response& r : *responses) {
-    const int64_t n = TensorBytes(r.dtype, r.shapes[0]);
-    const int t = FusionTarget(out, bytes, r, n, config_.fusion_threshold);
-    if (t >= 0) {
-      AddTensor(&out[t], std::move(r), 0);
-      bytes[t] += n;
-    } else {
-      out.push_back(std::move(r));
-      bytes.push_back(n);
-    }
-  }
-  *responses = std::move(out);
-}
-
 ResponseList Coordinator::TakeResponses(Clock::time_point now) {
   ResponseList list;
   list.stale_hits.swap(stale_);
   FindDeadlock(now);  // operations may have completed since
   if (DeadlockDue(now)) FailDeadlocked(&list);
+  if (config_.stall_shutdown_s > 0)  // failed from the table
+    MoveOlderThan(now, config_.stall_shutdown_s);
   // Ready entries in submission order; a group goes out only when complete.
-  std::vector<std::pair<uint64_t, Table::iterator>> ready;
+  struct Ready {
+    uint64_t order;
+    Table::iterator it;
+    int slot;  // >= 0: a complete slot of the lane
+  };
+  std::vector<Ready> ready;
   std::map<std::string, int> group_ready;
   for (auto kv = table_.begin(); kv != table_.end(); ++kv) {
     Pending& p = kv->second;
     const Request* any = &First(p);
     if (p.complete) {
-      ready.emplace_back(p.order, kv);
+      ready.push_back({p.order, kv, -1});
       if (any->group_size > 0)
         group_ready[TensorKey(any->process_set, any->group)]++;
       continue;
@@ -508,22 +391,32 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
           RankList(Missing(p)) + " within " + Fmt(config_.stall_shutdown_s) +
           " seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS); failing it on "
           "every rank.";
-      ready.emplace_back(p.order, kv);
+      ready.push_back({p.order, kv, -1});
       p.complete = true;
       p.stalled = true;
       list.responses.push_back(err);
     }
   }
+  for (uint32_t s : lane_.open())
+    if (lane_.IsComplete(s))
+      ready.push_back({lane_.at(s).order, table_.end(), static_cast<int>(s)});
   std::sort(ready.begin(), ready.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<Response> responses;
-  responses.reserve(ready.size());
-  for (auto& o : ready) {
-    auto it = o.second;
+            [](const Ready& a, const Ready& b) { return a.order < b.order; });
+  std::vector<Response> out;
+  std::vector<int64_t> bytes;
+  bool changes_cache = false;
+  for (const Ready& o : ready) {
+    if (o.slot >= 0) {
+      const uint32_t s = static_cast<uint32_t>(o.slot);
+      FuseInto(&out, &bytes, cache_->Get(s), o.slot, config_.fusion_threshold);
+      lane_.Close(s);
+      continue;
+    }
+    auto it = o.it;
     Pending& p = it->second;
     const Request* any = &First(p);
     if (p.stalled) {  // already reported above
-      table_.erase(it);
+      Erase(it);
       continue;
     }
     if (any->group_size > 0) {
@@ -544,11 +437,18 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
         process_sets_.erase(any->set_id);
       }
     }
-    responses.push_back(std::move(resp));
-    table_.erase(it);
+    int slot = -1;
+    if (cache_ != nullptr && ResponseCache::Cacheable(resp)) {
+      slot = cache_->FindTensor(resp, 0);
+      changes_cache = changes_cache || slot < 0;
+    }
+    FuseInto(&out, &bytes, std::move(resp), slot, config_.fusion_threshold);
+    Erase(it);
   }
-  Fuse(&responses);
-  for (auto& r : responses) list.responses.push_back(std::move(r));
+  // Executing this list will change the cache: the slots still open must
+  // not outlive the contents they were named against.
+  if (changes_cache) MoveAllToTable();
+  for (auto& r : out) list.responses.push_back(std::move(r));
   if (join_ready_) {
     Response j;
     j.op = Op::kJoin;
@@ -557,6 +457,7 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
     j.last_joined = last_joined_;
     list.responses.push_back(j);
     std::fill(joined_.begin(), joined_.end(), false);
+    any_joined_ = false;
     join_ready_ = false;
   }
   if (!shutdown_ranks_.empty()) list.shutdown = true;

@@ -20,6 +20,7 @@
 #include "common/deadline.h"
 #include "coordination/message.h"
 #include "coordination/response_cache.h"
+#include "coordination/slot_lane.h"
 
 namespace horovod {
 
@@ -56,7 +57,7 @@ class Coordinator {
   }
 
   const std::vector<int>* Members(int process_set) const;
-  size_t pending() const { return table_.size(); }
+  size_t pending() const { return table_.size() + lane_.open().size(); }
   // Keys of the operations found deadlocked (sorted), failed by the first
   // TakeResponses deadlock_grace_s after they were found (for tests).
   const std::vector<std::string>& deadlocked() const { return deadlocked_; }
@@ -71,17 +72,40 @@ class Coordinator {
     bool warned = false;
     bool stalled = false;  // failed by the stall shutdown
     uint64_t order = 0;
+    int lane_slot = -1;  // the cache slot it blocks in lane_, if any
   };
   static const Request& First(const Pending& p);
+  static std::string RankList(const std::vector<int>& ranks);
 
-  void AddRequest(Request r, Clock::time_point now);
+  // `slot`: the cache slot the request was named by, or -1 (looked up).
+  void AddRequest(Request r, Clock::time_point now, int slot = -1);
+  void Erase(std::map<std::string, Pending>::iterator it);
+
+  // The lane (coordinator_lane.cc). A hit enters it when nothing needs the
+  // request behind it: a cached allreduce, broadcast or reducescatter of
+  // the global set, not grouped, while no rank has joined or reports a
+  // blocked wait and no table entry stands for the slot's tensor. A slot
+  // moves to the table (its requests rebuilt from the cache) before
+  // anything would need them: a full request for its tensor, a join, a
+  // reported wait, a stall, or a response list that would change the cache
+  // while it is open.
+  bool TryLane(uint32_t slot, int rank, Clock::time_point now);
+  void MoveToTable(uint32_t slot);
+  void MoveAllToTable();
+  void MoveOlderThan(Clock::time_point now, double seconds);
+  struct LaneReadiness {
+    bool incomplete = false, complete = false, stalled = false;
+    int64_t ready_bytes = 0;
+    Clock::time_point oldest = Clock::time_point::max();
+  };
+  LaneReadiness LaneState(Clock::time_point now) const;
+  Clock::time_point LaneWake(Clock::time_point now) const;
   void RefreshCompleteness(Clock::time_point now);
   // Member m has submitted p, or stands in for it having joined.
   bool Present(const Pending& p, int m) const;
   bool IsComplete(const Pending& p) const;
   std::vector<int> Missing(const Pending& p) const;
   Response Validate(const Pending& p);
-  void Fuse(std::vector<Response>* responses) const;
 
   // What rank `r` waiting on `key` waits for: the members that have not
   // submitted it; false when the wait can still end without new
@@ -100,7 +124,10 @@ class Coordinator {
   uint64_t next_order_ = 0;
   std::map<int, std::vector<int>> process_sets_;
   int next_process_set_ = 1;
+  SlotLane lane_;
   std::vector<bool> joined_;
+  bool any_joined_ = false;
+  int waiting_ranks_ = 0;  // ranks whose waiting_ is not empty
   int last_joined_ = -1;
   bool join_ready_ = false;
   std::set<int> shutdown_ranks_;

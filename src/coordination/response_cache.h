@@ -55,11 +55,10 @@ class ResponseCache {
   // the slot found for one stands for the other while it is unchanged.
   static bool SameLookup(const Request& a, const Request& b);
   size_t size() const { return index_.size(); }
-
- private:
   // The slot cached under this key, whatever its parameters, or -1.
   int SlotOf(int32_t process_set, const std::string& name) const;
 
+ private:
   struct Entry {
     bool used = false;
     Response response;

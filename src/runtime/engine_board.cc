@@ -55,10 +55,12 @@ bool EngineImpl::BoardEligible(const Request& r) const {
 }
 
 bool EngineImpl::SendUsually(const Request& r, RequestList* list) {
-  const int slot = job_.rank == 0 ? -1 : cache_.Find(r);
+  const int slot = cache_.Find(r);
   if (slot >= 0) {
     list->cache_hits.push_back(static_cast<uint32_t>(slot));
-    hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
+    // Rank 0's hits go to its coordinator at the epoch they were found at,
+    // so they are never stale and never resent.
+    if (job_.rank != 0) hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
     return true;
   }
   list->requests.push_back(r);

@@ -127,7 +127,9 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, Clock::time_point begin,
 Status EngineImpl::Emit(Clock::time_point now, bool* finished) {
   const int n = job_.size;
   ResponseList out = coordinator_->TakeResponses(now);
-  for (Response& r : out.responses) r.slots = cache_.SlotsFor(r);
+  // Responses of the coordinator's slot lane come with their slots.
+  for (Response& r : out.responses)
+    if (r.slots.size() != r.names.size()) r.slots = cache_.SlotsFor(r);
   out.small_allreduce_bytes = tuned_small_allreduce_bytes_;
   tuned_small_allreduce_bytes_ = -1;
   if (timeline_.active())
