@@ -54,13 +54,14 @@ bool EngineImpl::BoardEligible(const Request& r) const {
          r.group_size == 0 && r.device < 0 && r.reduce_op != ReduceOp::kAdasum;
 }
 
-bool EngineImpl::SendUsually(const Request& r, RequestList* list) {
-  const int slot = cache_.Find(r);
+bool EngineImpl::SendUsually(const Request& r, int slot, RequestList* list) {
   if (slot >= 0) {
     list->cache_hits.push_back(static_cast<uint32_t>(slot));
     // Rank 0's hits go to its coordinator at the epoch they were found at,
-    // so they are never stale and never resent.
-    if (job_.rank != 0) hit_keys_[static_cast<uint32_t>(slot)] = r.Key();
+    // so they are never stale and never resent. The key is written into
+    // the string the slot's last hit left.
+    if (job_.rank != 0)
+      TensorKey(r.process_set, r.name, &hit_keys_[static_cast<uint32_t>(slot)]);
     return true;
   }
   list->requests.push_back(r);
@@ -136,7 +137,7 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
       board_overdue_.Add(1);
     }
     if (stale || overdue || board_->PeerSentUsually(o.slot))
-      SendUsually(o.request(), list);
+      SendUsually(o.request(), stale ? cache_.Find(o.request()) : o.slot, list);
     else
       kept_.push_back(std::move(o));
   }

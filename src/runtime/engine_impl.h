@@ -292,10 +292,10 @@ class EngineImpl {
   void UseBoard();
   // Whether `r` may wait on the board.
   bool BoardEligible(const Request& r) const;
-  // A request on its usual way: a cache hit by slot when cached (returns
-  // true; rank 0's go to its own coordinator's slot lane), else the whole
-  // request.
-  bool SendUsually(const Request& r, RequestList* list);
+  // A request on its usual way: a hit on `slot`, the cache slot found for
+  // it at this epoch, when >= 0 (returns true; rank 0's go to its own
+  // coordinator's slot lane), else the whole request.
+  bool SendUsually(const Request& r, int slot, RequestList* list);
   // Reads back our open round, if every rank has posted it, and executes
   // what it agreed on.
   Status BoardComplete();

@@ -21,30 +21,27 @@ RequestList EngineImpl::CollectRequests(Clock::time_point now) {
   queue_.TakeNew(&fresh_);
   for (QueuedTensor* t : fresh_) {
     const Request& r = t->entry.request;
-    if (BoardEligible(r)) {
-      // The slot found for this name's last submission stands while its
-      // parameters and the slot are unchanged: no lookup by name.
-      const bool known =
-          t->cache_slot >= 0 &&
-          cache_.Has(static_cast<uint32_t>(t->cache_slot)) &&
-          cache_.ChangedAt(static_cast<uint32_t>(t->cache_slot)) <= t->found_at;
-      if (!known) {
-        t->cache_slot = cache_.Find(r);
-        t->found_at = epoch_;
-      }
-      if (t->cache_slot >= 0) {
-        cache_hits_.Add(1);
-        const int64_t bytes = TensorBytes(r.dtype, r.shape);
-        const uint32_t carry =
-            bytes <= kBoardCarryBytes ? static_cast<uint32_t>(bytes) : 0;
-        offers_.push_back(
-            {t, static_cast<uint32_t>(t->cache_slot), t->found_at, now, carry});
-        board_news_ = true;
-        continue;
-      }
+    // The slot found for this name's last submission stands while its
+    // parameters and the slot are unchanged: no lookup by name.
+    const bool known =
+        t->cache_slot >= 0 &&
+        cache_.Has(static_cast<uint32_t>(t->cache_slot)) &&
+        cache_.ChangedAt(static_cast<uint32_t>(t->cache_slot)) <= t->found_at;
+    if (!known) {
+      t->cache_slot = cache_.Find(r);
+      t->found_at = epoch_;
     }
-    // Rank 0 finds no slots: it would send them to itself.
-    const bool hit = SendUsually(r, &list);
+    if (t->cache_slot >= 0 && BoardEligible(r)) {
+      cache_hits_.Add(1);
+      const int64_t bytes = TensorBytes(r.dtype, r.shape);
+      const uint32_t carry =
+          bytes <= kBoardCarryBytes ? static_cast<uint32_t>(bytes) : 0;
+      offers_.push_back(
+          {t, static_cast<uint32_t>(t->cache_slot), t->found_at, now, carry});
+      board_news_ = true;
+      continue;
+    }
+    const bool hit = SendUsually(r, t->cache_slot, &list);
     if (job_.rank != 0) (hit ? cache_hits_ : cache_misses_).Add(1);
   }
   if (shutdown_requested_.load() && !shutdown_sent_) {
