@@ -17,6 +17,7 @@
 // one tensor of the same total size (and that tensor with COUNT 4-byte ones
 // beside it); it prints
 //   FUSION,<np>,cpp:<case>,<median_step_us>,<min_step_us>
+// (cpp-<label>:<case> under -l <label>)
 // with the step time the max over ranks (as benchmarks/fusion_bench.py),
 // and per rank a PHASES line: the engine's metrics per step.
 #include <horovod/engine.h>
@@ -141,8 +142,9 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-void FusionCase(Bench& bench, int rank, int np, int count, size_t bytes,
-                int steps) {
+// `tag` prefixes the case names ("cpp:", or "cpp-LABEL:" under -l LABEL).
+void FusionCase(Bench& bench, const std::string& tag, int rank, int np,
+                int count, size_t bytes, int steps) {
   // One step of tensors of the sizes `each` (bytes), every step.
   auto run = [&](const std::string& label, const std::vector<size_t>& each) {
     const int n = static_cast<int>(each.size());
@@ -166,17 +168,18 @@ void FusionCase(Bench& bench, int rank, int np, int count, size_t bytes,
     const horovod::EngineMetrics m = bench.Metrics();
     auto per = [&](double a, double b) { return (a - b) / steps * 1e6; };
     std::printf(
-        "PHASES,%d,cpp:%s,rank %d,lists %.1f,responses %.1f,idle %.0f,"
+        "PHASES,%d,%s%s,rank %d,lists %.1f,responses %.1f,idle %.0f,"
         "negotiate %.0f,"
         "bookkeeping %.0f,copy %.0f,transfer %.0f,wait %.0f us\n",
-        np, label.c_str(), rank, double(m.cycles - m0.cycles) / steps,
+        np, tag.c_str(), label.c_str(), rank,
+        double(m.cycles - m0.cycles) / steps,
         double(m.responses - m0.responses) / steps, per(m.idle_s, m0.idle_s),
         per(m.negotiate_s, m0.negotiate_s),
         per(m.bookkeeping_s, m0.bookkeeping_s), per(m.copy_s, m0.copy_s),
         per(m.transfer_s, m0.transfer_s), per(m.wait_s, m0.wait_s));
     std::fflush(stdout);
     if (rank == 0) {
-      std::printf("FUSION,%d,cpp:%s,%.1f,%.1f\n", np, label.c_str(),
+      std::printf("FUSION,%d,%s%s,%.1f,%.1f\n", np, tag.c_str(), label.c_str(),
                   Median(times) * 1e6,
                   *std::min_element(times.begin(), times.end()) * 1e6);
       std::fflush(stdout);
@@ -249,7 +252,8 @@ int main(int argc, char** argv) {
   const int rank = engine->rank(), np = engine->size();
   Bench bench(engine.get());
   if (fusion_count > 0) {
-    FusionCase(bench, rank, np, fusion_count, fusion_bytes, fusion_steps);
+    const std::string tag = label == "hvd" ? "cpp:" : "cpp-" + label + ":";
+    FusionCase(bench, tag, rank, np, fusion_count, fusion_bytes, fusion_steps);
     return 0;
   }
   if (rank == 0) {

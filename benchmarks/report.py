@@ -249,6 +249,11 @@ def targets(res, fusion, train, tune):
             median_of(fusion.get(many)), median_of(fusion.get(one)),
             paired_ratio(fusion, many, one), f"<= {most:g}x",
             lambda v, most=most: v <= most)
+    many, one = "cpp-tcp:1000x4KiB", "cpp-tcp:1x4000KiB"
+    if fusion.get(many):
+        row("1000 x 4 KiB vs 1 x 4 MiB, C++, TCP through rank 0 (step µs)",
+            median_of(fusion.get(many)), median_of(fusion.get(one)),
+            paired_ratio(fusion, many, one), "(the multi-host path)")
     tuned = [float(r[3]) for r in tune if r[0] == "tuned"]
     grid = [float(r[3]) for r in tune if r[0] == "grid"]
     again = [float(r[3]) for r in tune if r[0] == "best_again"]

@@ -174,6 +174,10 @@ fusion() {
   for r in $(seq "$ROUNDS"); do
     run fusion-np2-r$r horovodrun -np 2 python benchmarks/fusion_bench.py --steps 30
     run fusion-cpp-np2-r$r horovodrun -np 2 build-bench/allreduce_bench -f 1000x4K
+    # Over TCP, negotiated through rank 0 (no ready board): the path every
+    # job spanning hosts takes.
+    run fusion-cpp-tcp-np2-r$r env HOROVOD_SHM_DISABLE=1 horovodrun -np 2 \
+      build-bench/allreduce_bench -f 1000x4K -l tcp
   done
 }
 
