@@ -13,30 +13,6 @@ std::string Fmt(double v) {
   return os.str();
 }
 
-// Appends `r` (one tensor; `slot` its cache slot, or -1) to `out` by the
-// fusion rule; `r` is copied or moved. A response keeps its slots only
-// while every tensor in it has one, so it travels as slots exactly when
-// all of them are cached.
-template <typename R>
-void FuseInto(std::vector<Response>* out, std::vector<int64_t>* bytes, R&& r,
-              int slot, int64_t threshold) {
-  const int64_t n = TensorBytes(r.dtype, r.shapes[0]);
-  const int t =
-      threshold > 0 ? FusionTarget(*out, *bytes, r, n, threshold) : -1;
-  if (t < 0) {
-    out->push_back(std::forward<R>(r));
-    bytes->push_back(n);
-    out->back().slots.clear();
-    if (slot >= 0) out->back().slots.push_back(static_cast<uint32_t>(slot));
-    return;
-  }
-  Response& to = (*out)[t];
-  AddTensor(&to, std::forward<R>(r), 0);
-  (*bytes)[t] += n;
-  if (slot >= 0 && to.slots.size() + 1 == to.names.size())
-    to.slots.push_back(static_cast<uint32_t>(slot));
-}
-
 }  // namespace
 
 std::string Coordinator::RankList(const std::vector<int>& ranks) {
@@ -360,24 +336,29 @@ Response Coordinator::Validate(const Pending& p) {
 
 ResponseList Coordinator::TakeResponses(Clock::time_point now) {
   ResponseList list;
-  list.stale_hits.swap(stale_);
-  FindDeadlock(now);  // operations may have completed since
-  if (DeadlockDue(now)) FailDeadlocked(&list);
+  TakeResponses(now, &list);
+  return list;
+}
+
+void Coordinator::TakeResponses(Clock::time_point now, ResponseList* list) {
+  list->shutdown = false;
+  list->abort_reason.clear();
+  list->small_allreduce_bytes = -1;
+  list->stale_hits.clear();
+  list->stale_hits.swap(stale_);
+  std::vector<Response> errors;  // first in the list; rare
+  FindDeadlock(now);             // operations may have completed since
+  if (DeadlockDue(now)) FailDeadlocked(&errors);
   if (config_.stall_shutdown_s > 0)  // failed from the table
     MoveOlderThan(now, config_.stall_shutdown_s);
   // Ready entries in submission order; a group goes out only when complete.
-  struct Ready {
-    uint64_t order;
-    Table::iterator it;
-    int slot;  // >= 0: a complete slot of the lane
-  };
-  std::vector<Ready> ready;
+  ready_.clear();
   std::map<std::string, int> group_ready;
   for (auto kv = table_.begin(); kv != table_.end(); ++kv) {
     Pending& p = kv->second;
     const Request* any = &First(p);
     if (p.complete) {
-      ready.push_back({p.order, kv, -1});
+      ready_.push_back({p.order, kv, -1});
       if (any->group_size > 0)
         group_ready[TensorKey(any->process_set, any->group)]++;
       continue;
@@ -391,24 +372,24 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
           RankList(Missing(p)) + " within " + Fmt(config_.stall_shutdown_s) +
           " seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS); failing it on "
           "every rank.";
-      ready.push_back({p.order, kv, -1});
+      ready_.push_back({p.order, kv, -1});
       p.complete = true;
       p.stalled = true;
-      list.responses.push_back(err);
+      errors.push_back(std::move(err));
     }
   }
   for (uint32_t s : lane_.open())
     if (lane_.IsComplete(s))
-      ready.push_back({lane_.at(s).order, table_.end(), static_cast<int>(s)});
-  std::sort(ready.begin(), ready.end(),
+      ready_.push_back({lane_.at(s).order, table_.end(), static_cast<int>(s)});
+  std::sort(ready_.begin(), ready_.end(),
             [](const Ready& a, const Ready& b) { return a.order < b.order; });
-  std::vector<Response> out;
-  std::vector<int64_t> bytes;
+  fill_.Begin(&list->responses, config_.fusion_threshold);
+  for (Response& e : errors) fill_.Add(std::move(e), -1);
   bool changes_cache = false;
-  for (const Ready& o : ready) {
+  for (const Ready& o : ready_) {
     if (o.slot >= 0) {
       const uint32_t s = static_cast<uint32_t>(o.slot);
-      FuseInto(&out, &bytes, cache_->Get(s), o.slot, config_.fusion_threshold);
+      fill_.AddCached(cache_->Get(s), s);
       lane_.Close(s);
       continue;
     }
@@ -442,26 +423,25 @@ ResponseList Coordinator::TakeResponses(Clock::time_point now) {
       slot = cache_->FindTensor(resp, 0);
       changes_cache = changes_cache || slot < 0;
     }
-    FuseInto(&out, &bytes, std::move(resp), slot, config_.fusion_threshold);
+    fill_.Add(std::move(resp), slot);
     Erase(it);
   }
   // Executing this list will change the cache: the slots still open must
   // not outlive the contents they were named against.
   if (changes_cache) MoveAllToTable();
-  for (auto& r : out) list.responses.push_back(std::move(r));
   if (join_ready_) {
     Response j;
     j.op = Op::kJoin;
     j.names = {kJoinTensorName};
     j.shapes = {{}};
     j.last_joined = last_joined_;
-    list.responses.push_back(j);
+    fill_.Add(std::move(j), -1);
     std::fill(joined_.begin(), joined_.end(), false);
     any_joined_ = false;
     join_ready_ = false;
   }
-  if (!shutdown_ranks_.empty()) list.shutdown = true;
-  return list;
+  fill_.Finish();
+  if (!shutdown_ranks_.empty()) list->shutdown = true;
 }
 
 }  // namespace horovod

@@ -20,6 +20,7 @@
 #include "common/deadline.h"
 #include "coordination/message.h"
 #include "coordination/response_cache.h"
+#include "coordination/response_fill.h"
 #include "coordination/slot_lane.h"
 
 namespace horovod {
@@ -47,6 +48,10 @@ class Coordinator {
   // deadlines); Clock::time_point::max() when never.
   Clock::time_point NextWake(Clock::time_point now) const;
   ResponseList TakeResponses(Clock::time_point now);
+  // The same into `list`, whose responses are refilled in place
+  // (ResponseFill): a caller that keeps its list from step to step
+  // allocates nothing for a step that agrees what the last one did.
+  void TakeResponses(Clock::time_point now, ResponseList* list);
   // Warnings about tensors that some ranks have not submitted, once each.
   std::vector<std::string> TakeStallWarnings(Clock::time_point now);
 
@@ -115,7 +120,7 @@ class Coordinator {
   void FindDeadlock(Clock::time_point now);
   bool DeadlockDue(Clock::time_point now) const;
   std::string DescribeWait(int r) const;
-  void FailDeadlocked(ResponseList* list);
+  void FailDeadlocked(std::vector<Response>* errors);
 
   using Table = std::map<std::string, Pending>;
   CoordinatorConfig config_;
@@ -125,6 +130,14 @@ class Coordinator {
   std::map<int, std::vector<int>> process_sets_;
   int next_process_set_ = 1;
   SlotLane lane_;
+  // TakeResponses' work, kept from list to list.
+  struct Ready {
+    uint64_t order;
+    Table::iterator it;
+    int slot;  // >= 0: a complete slot of the lane
+  };
+  std::vector<Ready> ready_;
+  ResponseFill fill_;
   std::vector<bool> joined_;
   bool any_joined_ = false;
   int waiting_ranks_ = 0;  // ranks whose waiting_ is not empty

@@ -125,7 +125,7 @@ std::string Coordinator::DescribeWait(int r) const {
   return out;
 }
 
-void Coordinator::FailDeadlocked(ResponseList* list) {
+void Coordinator::FailDeadlocked(std::vector<Response>* errors) {
   std::vector<std::string> keys;
   keys.swap(deadlocked_);
   // A group fails whole: its other members would wait for it forever.
@@ -158,7 +158,7 @@ void Coordinator::FailDeadlocked(ResponseList* list) {
     }
     err.error = true;
     err.error_message = deadlock_message_;
-    list->responses.push_back(std::move(err));
+    errors->push_back(std::move(err));
   }
   for (auto& w : waiting_) w.clear();  // until the ranks report anew
   waiting_ranks_ = 0;

@@ -49,6 +49,29 @@ void AddTensor(Response* to, Response&& from, size_t i) {
   to->shapes.push_back(std::move(from.shapes[i]));
 }
 
+void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot) {
+  if (k < out->names.size()) {
+    out->names[k].assign(c.names[0]);
+    out->shapes[k].assign(c.shapes[0].begin(), c.shapes[0].end());
+  } else {
+    out->names.push_back(c.names[0]);
+    out->shapes.push_back(c.shapes[0]);
+  }
+  out->slots.resize(k + 1);
+  out->slots[k] = slot;
+  if (!c.groups.empty() || !out->groups.empty()) {
+    out->groups.resize(k);
+    out->groups.push_back(GroupOf(c, 0));
+  }
+}
+
+void TrimTensors(Response* r, size_t n) {
+  r->names.resize(n);
+  r->shapes.resize(n);
+  if (r->slots.size() > n) r->slots.resize(n);
+  if (!r->groups.empty()) r->groups.resize(n);
+}
+
 void AssignParams(Response* to, const Response& from) {
   to->op = from.op;
   to->error = false;

@@ -151,6 +151,13 @@ TensorGroup GroupOf(const Response& r, size_t i);
 // form moves them out of `from`.
 void AddTensor(Response* to, const Response& from, size_t i);
 void AddTensor(Response* to, Response&& from, size_t i);
+// Writes `c`, a single-tensor cached entry, as tensor `k` of `out`
+// (0 <= k <= its tensors so far) with its cache slot, into the strings and
+// vectors a response refilled in place kept from its last use, so a steady
+// step allocates nothing; TrimTensors then drops what is left past the
+// last tensor.
+void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot);
+void TrimTensors(Response* r, size_t n);
 // Gives `to` the op and parameters of `from`, without error, member sizes or
 // process-set fields; its names, shapes, groups and slots are left as they
 // are (a caller refilling a response in place keeps their capacity).

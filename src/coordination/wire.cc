@@ -277,19 +277,21 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
       uint32_t k;
       if (!r.Count(&k, 4, 1u << 24) || k == 0 || cache == nullptr)
         return Malformed("response");
+      // Refilled in place: a list decoded into the last one's responses
+      // allocates nothing when it names the same tensors.
+      resp.groups.clear();
       for (uint32_t i = 0; i < k; ++i) {
         uint32_t slot = 0;
         r.Get(&slot);
         if (!r.ok() || !cache->Has(slot)) return Malformed("response");
         const Response& c = cache->Get(slot);
-        if (i == 0)
-          resp = c;
-        else
-          AddTensor(&resp, c, 0);
-        resp.slots.push_back(slot);
+        if (i == 0) AssignParams(&resp, c);
+        PlaceTensor(&resp, i, c, slot);
       }
+      TrimTensors(&resp, k);
       continue;
     }
+    resp = Response();  // what the last list left in it
     uint8_t op = 0, err = 0, dtype = 0, reduce = 0;
     r.Get(&op);
     r.Get(&err);

@@ -167,25 +167,6 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   board_news_ = false;
 }
 
-namespace {
-
-// Makes tensor `k` of `out` cached tensor `c` under `slot`, in place when
-// an earlier round left one there: in steady state every round fuses the
-// same tensors, and this allocates nothing.
-void Place(Response* out, size_t k, const Response& c, uint32_t slot) {
-  if (k < out->names.size()) {
-    out->names[k].assign(c.names[0]);
-    out->shapes[k].assign(c.shapes[0].begin(), c.shapes[0].end());
-    out->slots[k] = slot;
-  } else {
-    out->names.push_back(c.names[0]);
-    out->shapes.push_back(c.shapes[0]);
-    out->slots.push_back(slot);
-  }
-}
-
-}  // namespace
-
 Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   // The agreed slots are a subset of what we posted, both ascending. Their
   // records are claimed at once and run by address, never looked up by
@@ -235,16 +216,12 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       board_bytes_.push_back(0);
       board_counts_.push_back(0);
     }
-    Place(&board_responses_[t], board_counts_[t]++, c, slot);
+    PlaceTensor(&board_responses_[t], board_counts_[t]++, c, slot);
     board_entries_[t].push_back(claimed_[k]);
     board_bytes_[t] += bytes;
   }
-  for (size_t t = 0; t < board_counts_.size(); ++t) {
-    Response& r = board_responses_[t];
-    r.names.resize(board_counts_[t]);
-    r.shapes.resize(board_counts_[t]);
-    r.slots.resize(board_counts_[t]);
-  }
+  for (size_t t = 0; t < board_counts_.size(); ++t)
+    TrimTensors(&board_responses_[t], board_counts_[t]);
   kept_.clear();
   for (size_t i = 0; i < offers_.size(); ++i)
     if (!taken_[i]) kept_.push_back(offers_[i]);

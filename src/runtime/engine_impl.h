@@ -426,6 +426,9 @@ class EngineImpl {
   std::vector<int64_t> board_bytes_;
   std::vector<size_t> board_counts_;
   std::vector<QueuedTensor*> fresh_;  // CollectRequests' intake, reused
+  // Response lists refilled in place from step to step: the one a worker
+  // decodes, the one rank 0 takes from its coordinator.
+  ResponseList received_, emitted_;
   std::vector<BoardOffer> kept_;
   std::vector<char> taken_;  // per offer: executed by the current round
   // The current round's agreed tensors, in slot order, and their entries

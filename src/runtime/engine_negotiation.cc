@@ -123,7 +123,8 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, Clock::time_point begin,
 
 Status EngineImpl::Emit(Clock::time_point now, bool* finished) {
   const int n = job_.size;
-  ResponseList out = coordinator_->TakeResponses(now);
+  ResponseList& out = emitted_;  // refilled in place
+  coordinator_->TakeResponses(now, &out);
   // Responses of the coordinator's slot lane come with their slots.
   for (Response& r : out.responses)
     if (r.slots.size() != r.names.size()) r.slots = cache_.SlotsFor(r);
@@ -189,7 +190,8 @@ Status EngineImpl::WorkerStep(int max_wait_ms, Clock::time_point begin,
     liveness_->Heard(0, now);
   }
   if (!frame.empty()) {
-    ResponseList list;
+    // Decoded into the last list's responses (see DecodeResponseList).
+    ResponseList& list = received_;
     HVD_RETURN_IF_ERROR(DecodeResponseList(frame, job_.size, &cache_, &list));
     if (!list.abort_reason.empty()) return Status::Aborted(list.abort_reason);
     // A round rank 0 read back before writing this list comes first (see

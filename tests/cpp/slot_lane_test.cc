@@ -233,5 +233,74 @@ TEST_F(LaneTest, RanksBlockedOnDifferentSlotsAreADeadlock) {
   EXPECT_EQ(c.pending(), 0u);
 }
 
+// Rank 0 keeps its response list from step to step: what it takes into the
+// used list must be what a fresh list gets, whatever the last step left.
+TEST_F(LaneTest, TakingIntoAUsedListGivesWhatAFreshOneGets) {
+  Cache({"a.long.gradient.name", "b", "c.long.gradient.name"});
+  CoordinatorConfig cfg = Config(2);
+  cfg.fusion_threshold = 40;  // two float32[4] tensors fit, not three
+  Coordinator fresh(cfg, &cache_), reused(cfg, &cache_);
+  ResponseList used;
+  auto both = [&](int rank, const RequestList& l, double t) {
+    fresh.AddRequestList(rank, l, At(t));
+    reused.AddRequestList(rank, l, At(t));
+  };
+  ResponseList a;
+  auto compare = [&](double t) {
+    a = fresh.TakeResponses(At(t));
+    reused.TakeResponses(At(t), &used);
+    ASSERT_EQ(used.responses.size(), a.responses.size()) << t;
+    for (size_t i = 0; i < a.responses.size(); ++i) {
+      const Response& x = a.responses[i];
+      const Response& y = used.responses[i];
+      EXPECT_EQ(y.names, x.names) << t;
+      EXPECT_EQ(y.shapes, x.shapes) << t;
+      EXPECT_EQ(y.slots, x.slots) << t;
+      EXPECT_EQ(y.groups, x.groups) << t;
+      EXPECT_EQ(y.op, x.op) << t;
+      EXPECT_EQ(y.error, x.error) << t;
+      EXPECT_EQ(y.error_message, x.error_message) << t;
+      EXPECT_EQ(y.last_joined, x.last_joined) << t;
+    }
+    EXPECT_EQ(used.shutdown, a.shutdown);
+  };
+  // Three cached tensors: two responses (the threshold), all slots.
+  for (int r = 0; r < 2; ++r)
+    both(r, Hits({"a.long.gradient.name", "b", "c.long.gradient.name"}), 0);
+  compare(0);
+  ASSERT_EQ(a.responses.size(), 2u);
+  EXPECT_EQ(a.responses[0].slots.size(), 2u);
+  // A cached tensor fused with one that is not: no slots travel.
+  for (int r = 0; r < 2; ++r) {
+    both(r, Hits({"b"}), 1);
+    both(r, Full({Ar(r, "new", {4})}), 1);
+  }
+  compare(1);
+  ASSERT_EQ(a.responses.size(), 1u);
+  EXPECT_TRUE(a.responses[0].slots.empty());
+  // A mismatch (an error, never fused), then a join with one tensor.
+  both(0, Full({Ar(0, "m", {4})}), 2);
+  both(1, Full({Ar(1, "m", {5})}), 2);
+  both(0, Hits({"c.long.gradient.name"}), 2);
+  Request join = Ar(1, kJoinTensorName, {});
+  join.op = Op::kJoin;
+  both(1, Full({join}), 2);
+  join.rank = 0;
+  both(0, Full({join}), 2);
+  compare(2);
+  ASSERT_EQ(a.responses.size(), 3u);
+  EXPECT_TRUE(a.responses[0].error);
+  EXPECT_EQ(a.responses[2].op, Op::kJoin);
+  // And the first step again, into what the others left, then a step of
+  // fewer tensors than that one's.
+  for (int r = 0; r < 2; ++r)
+    both(r, Hits({"a.long.gradient.name", "b", "c.long.gradient.name"}), 3);
+  compare(3);
+  for (int r = 0; r < 2; ++r) both(r, Hits({"b"}), 4);
+  compare(4);
+  ASSERT_EQ(a.responses.size(), 1u);
+  EXPECT_EQ(a.responses[0].names, std::vector<std::string>{"b"});
+}
+
 }  // namespace
 }  // namespace horovod

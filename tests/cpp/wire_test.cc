@@ -165,6 +165,63 @@ TEST(Wire, GroupsTravelPerTensor) {
           .ok());
 }
 
+// A worker decodes each list into the responses the last one left: what
+// it reads must not depend on what was there.
+TEST(Wire, DecodingIntoAUsedListGivesWhatAFreshOneGets) {
+  ResponseCache cache(8);
+  Response fused;
+  fused.op = Op::kAllreduce;
+  fused.names = {"a.long.gradient.name.0", "b", "c.long.gradient.name.2"};
+  fused.shapes = {{2, 3}, {5}, {7, 1, 1}};
+  for (size_t i = 0; i < 3; ++i) cache.Put(fused, i, 1);
+  Response grouped = fused;
+  grouped.names = {"g_1of2", "g_2of2"};
+  grouped.shapes = {{1}, {2}};
+  grouped.groups = {{"g", 2}, {"g", 2}};
+  for (size_t i = 0; i < 2; ++i) cache.Put(grouped, i, 1);
+  Response err;
+  err.op = Op::kAllgather;
+  err.error = true;
+  err.error_message = "mismatch";
+  err.names = {"e"};
+  err.shapes = {{1}};
+  err.sizes = {3, 4};
+  Response join;
+  join.op = Op::kJoin;
+  join.names = {kJoinTensorName};
+  join.shapes = {{}};
+  join.last_joined = 1;
+  Response one = fused;
+  one.names = {"b"};
+  one.shapes = {{5}};
+  const std::vector<std::vector<Response>> lists = {
+      {fused, grouped}, {err, one}, {grouped, join, fused}, {one}, {fused}};
+  ResponseList used;
+  for (const auto& responses : lists) {
+    ResponseList in;
+    in.responses = responses;
+    const std::string frame = EncodeResponseList(in, &cache);
+    ResponseList fresh;
+    ASSERT_TRUE(DecodeResponseList(frame, 2, &cache, &fresh).ok());
+    ASSERT_TRUE(DecodeResponseList(frame, 2, &cache, &used).ok());
+    ASSERT_EQ(used.responses.size(), responses.size());
+    for (size_t i = 0; i < responses.size(); ++i) {
+      const Response& a = fresh.responses[i];
+      const Response& b = used.responses[i];
+      EXPECT_EQ(b.names, responses[i].names);
+      EXPECT_EQ(b.names, a.names);
+      EXPECT_EQ(b.shapes, a.shapes);
+      EXPECT_EQ(b.slots, a.slots);
+      EXPECT_EQ(b.groups, a.groups);
+      EXPECT_EQ(b.op, a.op);
+      EXPECT_EQ(b.error, a.error);
+      EXPECT_EQ(b.error_message, a.error_message);
+      EXPECT_EQ(b.sizes, a.sizes);
+      EXPECT_EQ(b.last_joined, a.last_joined);
+    }
+  }
+}
+
 TEST(Wire, RejectsMalformedInput) {
   RequestList in;
   in.requests = {MakeRequest(1, "a")};
