@@ -181,24 +181,37 @@ bool Coordinator::ShouldEmit(Clock::time_point now) const {
          config_.cycle_time_s;
 }
 
+Clock::time_point Coordinator::After(Clock::time_point t, double s) {
+  return t + std::chrono::duration_cast<Clock::duration>(
+                 std::chrono::duration<double>(s));
+}
+
+Clock::time_point Coordinator::WakeFor(bool complete, bool warned,
+                                       Clock::time_point first_seen,
+                                       Clock::time_point complete_at) const {
+  if (complete) return After(complete_at, config_.cycle_time_s);
+  Clock::time_point wake = Clock::time_point::max();
+  if (config_.stall_check && !warned)
+    wake = std::min(wake, After(first_seen, config_.stall_check_s));
+  if (config_.stall_shutdown_s > 0)
+    wake = std::min(wake, After(first_seen, config_.stall_shutdown_s));
+  return wake;
+}
+
 Clock::time_point Coordinator::NextWake(Clock::time_point now) const {
-  Clock::time_point wake = LaneWake(now);
-  auto after = [](Clock::time_point t, double s) {
-    return t + std::chrono::duration_cast<Clock::duration>(
-                   std::chrono::duration<double>(s));
-  };
+  Clock::time_point wake = Clock::time_point::max();
   if (!deadlocked_.empty())
-    wake = std::min(wake, after(deadlock_since_, config_.deadlock_grace_s));
+    wake = std::min(wake, After(deadlock_since_, config_.deadlock_grace_s));
   for (const auto& kv : table_) {
     const Pending& p = kv.second;
-    if (p.complete) {
-      wake = std::min(wake, after(p.complete_at, config_.cycle_time_s));
-      continue;
-    }
-    if (config_.stall_check && !p.warned)
-      wake = std::min(wake, after(p.first_seen, config_.stall_check_s));
-    if (config_.stall_shutdown_s > 0)
-      wake = std::min(wake, after(p.first_seen, config_.stall_shutdown_s));
+    wake = std::min(wake,
+                    WakeFor(p.complete, p.warned, p.first_seen, p.complete_at));
+  }
+  // Open slots are never warned: a warning moves them to the table.
+  for (uint32_t s : lane_.open()) {
+    const SlotLane::Open& o = lane_.at(s);
+    wake = std::min(
+        wake, WakeFor(lane_.IsComplete(s), false, o.first_seen, o.complete_at));
   }
   return std::max(wake, now);
 }

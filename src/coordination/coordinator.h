@@ -104,7 +104,12 @@ class Coordinator {
     Clock::time_point oldest = Clock::time_point::max();
   };
   LaneReadiness LaneState(Clock::time_point now) const;
-  Clock::time_point LaneWake(Clock::time_point now) const;
+  static Clock::time_point After(Clock::time_point t, double s);
+  // When pending work (table entry or open slot) next needs a decision
+  // without new input: its cycle once complete, else its stall deadlines.
+  Clock::time_point WakeFor(bool complete, bool warned,
+                            Clock::time_point first_seen,
+                            Clock::time_point complete_at) const;
   void RefreshCompleteness(Clock::time_point now);
   // Member m has submitted p, or stands in for it having joined.
   bool Present(const Pending& p, int m) const;

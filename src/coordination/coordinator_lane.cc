@@ -87,24 +87,4 @@ Coordinator::LaneReadiness Coordinator::LaneState(Clock::time_point now) const {
   return out;
 }
 
-Clock::time_point Coordinator::LaneWake(Clock::time_point now) const {
-  Clock::time_point wake = Clock::time_point::max();
-  auto after = [](Clock::time_point t, double s) {
-    return t + std::chrono::duration_cast<Clock::duration>(
-                   std::chrono::duration<double>(s));
-  };
-  for (uint32_t s : lane_.open()) {
-    const SlotLane::Open& o = lane_.at(s);
-    if (lane_.IsComplete(s)) {
-      wake = std::min(wake, after(o.complete_at, config_.cycle_time_s));
-      continue;
-    }
-    if (config_.stall_check)
-      wake = std::min(wake, after(o.first_seen, config_.stall_check_s));
-    if (config_.stall_shutdown_s > 0)
-      wake = std::min(wake, after(o.first_seen, config_.stall_shutdown_s));
-  }
-  return std::max(wake, now);
-}
-
 }  // namespace horovod
