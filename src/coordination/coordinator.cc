@@ -86,17 +86,9 @@ void Coordinator::AddRequest(Request r, Clock::time_point now, int slot) {
     slot = cache_->SlotOf(r.process_set, r.name);
   if (slot >= 0 && lane_.IsOpen(static_cast<uint32_t>(slot)))
     MoveToTable(static_cast<uint32_t>(slot));
-  Pending& p = table_[r.Key()];
-  if (p.have.empty()) {
-    p.have.assign(config_.size, false);
-    p.requests.resize(config_.size);
-    p.first_seen = now;
-    p.order = next_order_++;
-    if (slot >= 0 && slot < lane_.slots()) {
-      p.lane_slot = slot;
-      lane_.Block(static_cast<uint32_t>(slot));
-    }
-  }
+  bool made = false;
+  Pending& p = EntryFor(r.Key(), now, next_order_, slot, &made);
+  if (made) ++next_order_;
   const int rank = r.rank;
   p.have[rank] = true;
   p.requests[rank] = std::move(r);
@@ -124,6 +116,24 @@ std::vector<int> Coordinator::Missing(const Pending& p) const {
   for (int m : *members)
     if (!p.have[m]) missing.push_back(m);
   return missing;
+}
+
+Coordinator::Pending& Coordinator::EntryFor(const std::string& key,
+                                            Clock::time_point first_seen,
+                                            uint64_t order, int slot,
+                                            bool* made) {
+  Pending& p = table_[key];
+  *made = p.have.empty();
+  if (!*made) return p;
+  p.have.assign(config_.size, false);
+  p.requests.resize(config_.size);
+  p.first_seen = first_seen;
+  p.order = order;
+  if (slot >= 0 && slot < lane_.slots()) {
+    p.lane_slot = slot;
+    lane_.Block(static_cast<uint32_t>(slot));
+  }
+  return p;
 }
 
 void Coordinator::Erase(Table::iterator it) {

@@ -84,6 +84,10 @@ class Coordinator {
 
   // `slot`: the cache slot the request was named by, or -1 (looked up).
   void AddRequest(Request r, Clock::time_point now, int slot = -1);
+  // The table entry for `key`; one made now (*made) starts with
+  // `first_seen`, `order`, and `slot` (>= 0) blocked in the lane.
+  Pending& EntryFor(const std::string& key, Clock::time_point first_seen,
+                    uint64_t order, int slot, bool* made);
   void Erase(std::map<std::string, Pending>::iterator it);
 
   // The lane (coordinator_lane.cc). A hit enters it when nothing needs the

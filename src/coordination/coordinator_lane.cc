@@ -28,17 +28,10 @@ void Coordinator::MoveToTable(uint32_t slot) {
   for (int r = 0; r < config_.size; ++r) {
     if (!lane_.Has(slot, r)) continue;
     Request q = cache_->ToRequest(slot, r);
-    if (p == nullptr) {
-      p = &table_[q.Key()];
-      if (p->have.empty()) {
-        p->have.assign(config_.size, false);
-        p->requests.resize(config_.size);
-        p->first_seen = open.first_seen;
-        p->order = open.order;
-        p->lane_slot = static_cast<int>(slot);
-        lane_.Block(slot);
-      }
-    }
+    bool made = false;
+    if (p == nullptr)
+      p = &EntryFor(q.Key(), open.first_seen, open.order,
+                    static_cast<int>(slot), &made);
     p->have[r] = true;
     p->requests[r] = std::move(q);
   }

@@ -125,9 +125,8 @@ Status EngineImpl::Emit(Clock::time_point now, bool* finished) {
   const int n = job_.size;
   ResponseList& out = emitted_;  // refilled in place
   coordinator_->TakeResponses(now, &out);
-  // Responses of the coordinator's slot lane come with their slots.
-  for (Response& r : out.responses)
-    if (r.slots.size() != r.names.size()) r.slots = cache_.SlotsFor(r);
+  // The coordinator gives each response its slots when all its tensors are
+  // cached (ResponseFill), so it travels as slot numbers.
   out.small_allreduce_bytes = tuned_small_allreduce_bytes_;
   tuned_small_allreduce_bytes_ = -1;
   if (timeline_.active())
