@@ -297,12 +297,9 @@ Status Executor::AllreduceEntries(const Response& r,
 }
 
 Status Executor::Allreduce(const Response& r, Plan& plan) {
-  queue_->TakeMany(r.process_set, r.names, &entries_, &present_);
-  taken_.resize(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i)
-    taken_[i] = present_[i] ? &entries_[i] : nullptr;
-  Status st = Allreduce(r, plan, taken_.data());
-  entries_.clear();  // keeps the capacity, releases the handles
+  queue_->ClaimNamed(r.process_set, r.names, &records_, &claimed_);
+  Status st = Allreduce(r, plan, claimed_.data());
+  queue_->Release(records_.data(), records_.size());
   return st;
 }
 

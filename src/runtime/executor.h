@@ -1,11 +1,11 @@
 // Executor: carries out one Response on this rank: takes the matching
-// entries from the TensorQueue by name (or is handed entries the engine
-// claimed by address), packs fused tensors into the persistent
-// fusion buffer, runs the collective algorithm over the process set's
-// members, unpacks, and completes the handles. Used by one thread at a time:
-// whichever drives the engine's loop (the loop thread or a waiting caller,
-// under the engine's drive mutex), except Abort. A non-OK return means the
-// transport failed: the job cannot go on.
+// entries from the TensorQueue by name (allreduce claims them in place, or
+// is handed entries the engine claimed by address), packs fused tensors into
+// the persistent fusion buffer, runs the collective algorithm over the process
+// set's members, unpacks, and completes the handles. Used by one thread at a
+// time: whichever drives the engine's loop (the loop thread or a waiting
+// caller, under the engine's drive mutex), except Abort. A non-OK return means
+// the transport failed: the job cannot go on.
 #ifndef HOROVOD_RUNTIME_EXECUTOR_H_
 #define HOROVOD_RUNTIME_EXECUTOR_H_
 
@@ -156,10 +156,10 @@ class Executor {
   Scratch fusion_buffer_;  // packed tensors of a fused response
   Scratch zeros_;          // a joined rank's stand-ins for missing tensors
   std::vector<TensorEntry> broken_;
-  // Reused by Allreduce for the entries of a response.
-  std::vector<TensorEntry> entries_;
-  std::vector<bool> present_;
-  std::vector<TensorEntry*> taken_;  // into entries_; null where absent
+  // Reused by Allreduce for the records of a response it claims, and
+  // their entries (null where this rank has none).
+  std::vector<QueuedTensor*> records_;
+  std::vector<TensorEntry*> claimed_;
   std::vector<Piece> pieces_;
   std::vector<int64_t> counts_;  // elements per tensor, for Adasum
   ExecutorStats stats_;

@@ -189,22 +189,24 @@ bool TensorQueue::Take(const std::string& key, TensorEntry* out) {
   return true;
 }
 
-void TensorQueue::TakeMany(int process_set,
-                           const std::vector<std::string>& names,
-                           std::vector<TensorEntry>* out,
-                           std::vector<bool>* present) {
-  out->resize(names.size());
-  present->assign(names.size(), false);
+void TensorQueue::ClaimNamed(int process_set,
+                             const std::vector<std::string>& names,
+                             std::vector<QueuedTensor*>* records,
+                             std::vector<TensorEntry*>* claimed) {
+  claimed->assign(names.size(), nullptr);
+  records->clear();
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < names.size(); ++i) {
     auto it = records_.find(TensorKey(process_set, names[i], &key_));
     if (it == records_.end() ||
         it->second->state_ != QueuedTensor::State::kQueued)
       continue;
-    (*out)[i] = std::move(it->second->entry);
-    (*present)[i] = true;
-    Unqueue(it->second.get());
+    QueuedTensor* t = it->second.get();
+    ClaimLocked(t);
+    (*claimed)[i] = &t->entry;
+    records->push_back(t);
   }
+  pending_.store(queued_ > 0, std::memory_order_relaxed);
 }
 
 void TensorQueue::Claim(QueuedTensor* const* ts, size_t n,
@@ -214,11 +216,15 @@ void TensorQueue::Claim(QueuedTensor* const* ts, size_t n,
   for (size_t i = 0; i < n; ++i) {
     QueuedTensor* t = ts[i];
     if (t->state_ != QueuedTensor::State::kQueued) continue;
-    t->state_ = QueuedTensor::State::kClaimed;
-    --queued_;
+    ClaimLocked(t);
     (*claimed)[i] = &t->entry;
   }
   pending_.store(queued_ > 0, std::memory_order_relaxed);
+}
+
+void TensorQueue::ClaimLocked(QueuedTensor* t) {
+  t->state_ = QueuedTensor::State::kClaimed;
+  --queued_;
 }
 
 void TensorQueue::Release(QueuedTensor* const* ts, size_t n) {

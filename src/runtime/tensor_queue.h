@@ -100,10 +100,15 @@ class TensorQueue {
   void TakeNew(std::vector<QueuedTensor*>* fresh);
   // Removes and returns the entry, or false if this rank has none queued.
   bool Take(const std::string& key, TensorEntry* out);
-  // Take for each of `names` in `process_set`, under one lock:
-  // (*present)[i] says whether (*out)[i] was found.
-  void TakeMany(int process_set, const std::vector<std::string>& names,
-                std::vector<TensorEntry>* out, std::vector<bool>* present);
+  // Claim by key, for each of `names` in `process_set`, under one lock:
+  // (*claimed)[i] is that name's entry, or null when this rank has none
+  // queued; `records` gets the claimed records, for Release. Unlike taking
+  // the entry out, the record keeps its request, so the next submission
+  // of the name finds it unchanged: its record without a lookup, its
+  // strings' capacity, its handle state and its cache slot.
+  void ClaimNamed(int process_set, const std::vector<std::string>& names,
+                  std::vector<QueuedTensor*>* records,
+                  std::vector<TensorEntry*>* claimed);
   // Claims queued records by address (records from TakeNew), under one
   // lock: (*claimed)[i] is ts[i]'s entry, or null when ts[i] is no longer
   // queued (the job failed). Their entries stay in the records, untouched
@@ -159,6 +164,8 @@ class TensorQueue {
  private:
   // Queued -> idle (under mu_).
   void Unqueue(QueuedTensor* t);
+  // Queued -> claimed (under mu_; pending_ is the caller's to update).
+  void ClaimLocked(QueuedTensor* t);
   // The record for r's key when it is the one added after the last one
   // last time and idle; else null (under mu_).
   QueuedTensor* Predicted(const Request& r) const;

@@ -1,8 +1,8 @@
 // TensorQueue without an engine: duplicate names, records reused across
 // submissions of a name (and the cache slot remembered with them), claims
-// by address, keys freed while a claimed collective still runs, failing
-// what is queued, idle records dropped once many pile up, and the eventfd
-// written only while the loop sleeps.
+// by address or by name in place, keys freed while a claimed collective
+// still runs, failing what is queued, idle records dropped once many pile
+// up, and the eventfd written only while the loop sleeps.
 #include "runtime/tensor_queue.h"
 
 #include <gtest/gtest.h>
@@ -134,6 +134,48 @@ TEST(TensorQueue, ClaimedRecordsRunInPlaceAndFreeTheirKeysOnRelease) {
   std::vector<QueuedTensor*> again = New(q);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0], fresh[0]);
+}
+
+// A response from rank 0 names its tensors: they are claimed by name in
+// place, so the records keep their requests (and so their cache slots)
+// for the next step, and a name this rank lacks is a null entry.
+TEST(TensorQueue, ClaimedByNameRecordsKeepTheirRequestsForTheNextStep) {
+  TensorQueue q;
+  float x[4], y[4];
+  Add(q, Entry("x", {4}, x));
+  Add(q, Entry("y", {4}, y));
+  std::vector<QueuedTensor*> fresh = New(q);
+  ASSERT_EQ(fresh.size(), 2u);
+  fresh[0]->cache_slot = 3;
+  fresh[1]->cache_slot = 4;
+  std::vector<QueuedTensor*> records;
+  std::vector<TensorEntry*> claimed;
+  q.ClaimNamed(0, {"y", "absent", "x"}, &records, &claimed);
+  ASSERT_EQ(claimed.size(), 3u);
+  ASSERT_NE(claimed[0], nullptr);
+  EXPECT_EQ(claimed[0]->tensor.data, y);
+  EXPECT_EQ(claimed[1], nullptr);
+  ASSERT_NE(claimed[2], nullptr);
+  EXPECT_EQ(claimed[2]->tensor.data, x);
+  EXPECT_EQ(records, (std::vector<QueuedTensor*>{fresh[1], fresh[0]}));
+  EXPECT_FALSE(q.Pending());
+  // Claimed: not claimed again, not taken by name.
+  q.ClaimNamed(0, {"x"}, &records, &claimed);
+  EXPECT_EQ(claimed[0], nullptr);
+  EXPECT_TRUE(records.empty());
+  TensorEntry e;
+  EXPECT_FALSE(q.Take(TensorKey(0, "x"), &e));
+  // Another process set's key is another tensor.
+  q.Release(fresh.data(), fresh.size());
+  EXPECT_EQ(fresh[0]->entry.request.name, "x");
+  Add(q, Entry("x", {4}, x));
+  q.ClaimNamed(1, {"x"}, &records, &claimed);
+  EXPECT_EQ(claimed[0], nullptr);
+  // The next submission finds the record, its request and its slot.
+  std::vector<QueuedTensor*> again = New(q);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0], fresh[0]);
+  EXPECT_EQ(again[0]->cache_slot, 3);
 }
 
 // The state a claimed submission completes, found by the test as the loop
