@@ -49,14 +49,30 @@ void AddTensor(Response* to, Response&& from, size_t i) {
   to->shapes.push_back(std::move(from.shapes[i]));
 }
 
-void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot) {
-  if (k < out->names.size()) {
-    out->names[k].assign(c.names[0]);
-    out->shapes[k].assign(c.shapes[0].begin(), c.shapes[0].end());
-  } else {
-    out->names.push_back(c.names[0]);
-    out->shapes.push_back(c.shapes[0]);
+void GrowTensors(Response* r, size_t n, TensorSpares* spares) {
+  while (r->names.size() < n) {
+    if (spares->names.empty()) {
+      r->names.emplace_back();
+    } else {
+      r->names.push_back(std::move(spares->names.back()));
+      spares->names.pop_back();
+    }
   }
+  while (r->shapes.size() < n) {
+    if (spares->shapes.empty()) {
+      r->shapes.emplace_back();
+    } else {
+      r->shapes.push_back(std::move(spares->shapes.back()));
+      spares->shapes.pop_back();
+    }
+  }
+}
+
+void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot,
+                 TensorSpares* spares) {
+  GrowTensors(out, k + 1, spares);
+  out->names[k].assign(c.names[0]);
+  out->shapes[k].assign(c.shapes[0].begin(), c.shapes[0].end());
   out->slots.resize(k + 1);
   out->slots[k] = slot;
   if (!c.groups.empty() || !out->groups.empty()) {
@@ -65,11 +81,28 @@ void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot) {
   }
 }
 
-void TrimTensors(Response* r, size_t n) {
+void TrimTensors(Response* r, size_t n, TensorSpares* spares) {
+  // Last first, so that GrowTensors, which takes from the back, gives them
+  // back in their order: the same tensors at the same places find storage
+  // of the size they had.
+  for (size_t i = r->names.size(); i > n; --i)
+    if (spares->names.size() < TensorSpares::kMax)
+      spares->names.push_back(std::move(r->names[i - 1]));
+  for (size_t i = r->shapes.size(); i > n; --i)
+    if (spares->shapes.size() < TensorSpares::kMax)
+      spares->shapes.push_back(std::move(r->shapes[i - 1]));
   r->names.resize(n);
   r->shapes.resize(n);
   if (r->slots.size() > n) r->slots.resize(n);
   if (!r->groups.empty()) r->groups.resize(n);
+}
+
+void TrimResponses(std::vector<Response>* responses, size_t n,
+                   TensorSpares* spares) {
+  if (responses->size() <= n) return;
+  for (size_t t = n; t < responses->size(); ++t)
+    TrimTensors(&(*responses)[t], 0, spares);
+  responses->resize(n);
 }
 
 void AssignParams(Response* to, const Response& from) {

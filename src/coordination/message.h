@@ -151,13 +151,32 @@ TensorGroup GroupOf(const Response& r, size_t i);
 // form moves them out of `from`.
 void AddTensor(Response* to, const Response& from, size_t i);
 void AddTensor(Response* to, Response&& from, size_t i);
+// Names and shapes that responses refilled in place no longer hold, kept
+// with their capacity for the next tensors placed: lists whose responses
+// change size from one step to the next (a fused step, then a small
+// allreduce, then a barrier) then allocate nothing either.
+struct TensorSpares {
+  // Kept at most: lists built from responses that bring their own strings
+  // (rank 0's uncached ones) shed more than they take back.
+  static constexpr size_t kMax = 1 << 14;
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+};
 // Writes `c`, a single-tensor cached entry, as tensor `k` of `out`
 // (0 <= k <= its tensors so far) with its cache slot, into the strings and
-// vectors a response refilled in place kept from its last use, so a steady
-// step allocates nothing; TrimTensors then drops what is left past the
-// last tensor.
-void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot);
-void TrimTensors(Response* r, size_t n);
+// vectors a response refilled in place kept from its last use (or, past
+// those, into `spares`), so a steady step allocates nothing; TrimTensors
+// then moves what is left past the last tensor into `spares`.
+void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot,
+                 TensorSpares* spares);
+void TrimTensors(Response* r, size_t n, TensorSpares* spares);
+// Gives `r` at least `n` names and shapes, the new ones from `spares`
+// while it has any.
+void GrowTensors(Response* r, size_t n, TensorSpares* spares);
+// Shrinks `responses` to `n`, the dropped responses' tensors moved into
+// `spares` first.
+void TrimResponses(std::vector<Response>* responses, size_t n,
+                   TensorSpares* spares);
 // Gives `to` the op and parameters of `from`, without error, member sizes or
 // process-set fields; its names, shapes, groups and slots are left as they
 // are (a caller refilling a response in place keeps their capacity).
@@ -182,7 +201,10 @@ struct ResponseList {
   std::string abort_reason;  // non-empty: the job is failing; stop with this
   // The autotuner's new small/large allreduce crossover, applied by every
   // rank before this list's responses; -1: unchanged.
-  int64_t small_allreduce_bytes = -1;
+  int64_t small_allreduce_bytes = -1;  // Not on the wire: what decoding into
+                                       // this list in place keeps for the
+  // next one (TensorSpares).
+  TensorSpares spares;
 };
 
 // Lower-case name of an op, as errors show it.

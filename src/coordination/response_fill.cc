@@ -24,6 +24,7 @@ void ResponseFill::Add(Response&& r, int slot) {
   const int t = FusionTarget(*out_, bytes_, r, n, threshold_);
   if (t < 0) {
     Response& o = Start(n);
+    TrimTensors(&o, 0, &spares_);
     o = std::move(r);  // its slots, if any, are replaced below
     counts_.back() = o.names.size();
     o.slots.clear();
@@ -34,7 +35,7 @@ void ResponseFill::Add(Response&& r, int slot) {
     return;
   }
   Response& to = (*out_)[t];
-  TrimTensors(&to, counts_[t]);  // AddTensor appends
+  TrimTensors(&to, counts_[t], &spares_);  // AddTensor appends
   AddTensor(&to, std::move(r), 0);
   ++counts_[t];
   bytes_[t] += n;
@@ -55,15 +56,15 @@ void ResponseFill::AddCached(const Response& c, uint32_t slot) {
     AssignParams(&o, c);
     o.groups.clear();
   }
-  PlaceTensor(&(*out_)[t], counts_[t]++, c, slot);
+  PlaceTensor(&(*out_)[t], counts_[t]++, c, slot, &spares_);
   bytes_[t] += n;
 }
 
 void ResponseFill::Finish() {
-  out_->resize(counts_.size());
+  TrimResponses(out_, counts_.size(), &spares_);
   for (size_t t = 0; t < counts_.size(); ++t) {
     Response& r = (*out_)[t];
-    TrimTensors(&r, counts_[t]);
+    TrimTensors(&r, counts_[t], &spares_);
     if (!slotted_[t]) r.slots.clear();
   }
 }

@@ -1,8 +1,9 @@
 // ResponseFill: builds a response list's responses by the fusion rule, in
 // place of the responses the last list left in the same vector. A steady
 // step fuses the same tensors as the last one, so the names, shapes and
-// slots it writes go into strings and vectors that already have room:
-// nothing is allocated. Used by rank 0's coordinator; one thread.
+// slots it writes go into strings and vectors that already have room (or
+// that earlier lists left spare): nothing is allocated. Used by rank 0's
+// coordinator; one thread.
 #ifndef HOROVOD_COORDINATION_RESPONSE_FILL_H_
 #define HOROVOD_COORDINATION_RESPONSE_FILL_H_
 
@@ -39,6 +40,7 @@ class ResponseFill {
   std::vector<int64_t> bytes_;
   std::vector<size_t> counts_;
   std::vector<char> slotted_;
+  TensorSpares spares_;  // what the lists so far no longer hold
 };
 
 }  // namespace horovod

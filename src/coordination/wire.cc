@@ -269,6 +269,7 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
   out->shutdown = shutdown != 0;
   uint32_t n;
   if (!r.Count(&n, 5, 1u << 24)) return Malformed("response");
+  TrimResponses(&out->responses, n, &out->spares);
   out->responses.resize(n);
   for (Response& resp : out->responses) {
     uint8_t cached = 0;
@@ -286,11 +287,12 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
         if (!r.ok() || !cache->Has(slot)) return Malformed("response");
         const Response& c = cache->Get(slot);
         if (i == 0) AssignParams(&resp, c);
-        PlaceTensor(&resp, i, c, slot);
+        PlaceTensor(&resp, i, c, slot, &out->spares);
       }
-      TrimTensors(&resp, k);
+      TrimTensors(&resp, k, &out->spares);
       continue;
     }
+    TrimTensors(&resp, 0, &out->spares);
     resp = Response();  // what the last list left in it
     uint8_t op = 0, err = 0, dtype = 0, reduce = 0;
     r.Get(&op);
@@ -299,8 +301,7 @@ Status DecodeResponseList(const std::string& bytes, int job_size,
     r.Str(&resp.error_message, 1u << 20);
     uint32_t k;
     if (!r.Count(&k, 8, 1u << 24)) return Malformed("response");
-    resp.names.resize(k);
-    resp.shapes.resize(k);
+    GrowTensors(&resp, k, &out->spares);
     for (uint32_t i = 0; i < k; ++i) {
       r.Str(&resp.names[i], kMaxName);
       r.I64s(&resp.shapes[i], kMaxDims);

@@ -216,12 +216,13 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       board_bytes_.push_back(0);
       board_counts_.push_back(0);
     }
-    PlaceTensor(&board_responses_[t], board_counts_[t]++, c, slot);
+    PlaceTensor(&board_responses_[t], board_counts_[t]++, c, slot,
+                &board_spares_);
     board_entries_[t].push_back(claimed_[k]);
     board_bytes_[t] += bytes;
   }
   for (size_t t = 0; t < board_counts_.size(); ++t)
-    TrimTensors(&board_responses_[t], board_counts_[t]);
+    TrimTensors(&board_responses_[t], board_counts_[t], &board_spares_);
   kept_.clear();
   for (size_t i = 0; i < offers_.size(); ++i)
     if (!taken_[i]) kept_.push_back(offers_[i]);

@@ -423,6 +423,7 @@ class EngineImpl {
   std::vector<ReadyBoard::Offer> post_;
   ReadyBoard::Result board_result_;
   std::vector<Response> board_responses_;  // see ExecuteBoard
+  TensorSpares board_spares_;              // what board responses shed
   std::vector<int64_t> board_bytes_;
   std::vector<size_t> board_counts_;
   std::vector<QueuedTensor*> fresh_;  // CollectRequests' intake, reused

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "../fuzz/fuzz_cache.h"
 
@@ -220,6 +221,47 @@ TEST(Wire, DecodingIntoAUsedListGivesWhatAFreshOneGets) {
       EXPECT_EQ(b.last_joined, a.last_joined);
     }
   }
+}
+
+// A step's fused list, then a one-tensor list, then a barrier's (not
+// cached), then the fused list again: the names the short lists did not
+// hold wait among the list's spares and come back, with their storage.
+TEST(Wire, ListsOfChangingSizeReuseTheirNamesStorage) {
+  const size_t kTensors = 40;
+  ResponseCache cache(kTensors + 1);
+  Response fused;
+  fused.op = Op::kAllreduce;
+  for (size_t i = 0; i < kTensors; ++i) {
+    fused.names.push_back("a.gradient.name.too.long.to.be.short." +
+                          std::to_string(i));
+    fused.shapes.push_back({4, 4});
+  }
+  for (size_t i = 0; i < kTensors; ++i) cache.Put(fused, i, 1);
+  Response one = fused;
+  one.names = {fused.names[0]};
+  one.shapes = {fused.shapes[0]};
+  Response barrier;
+  barrier.op = Op::kBarrier;
+  barrier.names = {"barrier.0"};
+  barrier.shapes = {{}};
+  auto frame = [&](const Response& r) {
+    ResponseList in;
+    in.responses = {r};
+    return EncodeResponseList(in, &cache);
+  };
+  ResponseList used;
+  ASSERT_TRUE(DecodeResponseList(frame(fused), 2, &cache, &used).ok());
+  std::set<const char*> storage;
+  for (const std::string& name : used.responses[0].names)
+    storage.insert(name.data());
+  ASSERT_EQ(storage.size(), kTensors);
+  ASSERT_TRUE(DecodeResponseList(frame(one), 2, &cache, &used).ok());
+  ASSERT_TRUE(DecodeResponseList(frame(barrier), 2, &cache, &used).ok());
+  EXPECT_EQ(used.responses[0].names, barrier.names);
+  ASSERT_TRUE(DecodeResponseList(frame(fused), 2, &cache, &used).ok());
+  ASSERT_EQ(used.responses[0].names, fused.names);
+  for (const std::string& name : used.responses[0].names)
+    EXPECT_EQ(storage.count(name.data()), 1u) << name;
 }
 
 TEST(Wire, RejectsMalformedInput) {
