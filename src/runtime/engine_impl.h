@@ -426,7 +426,8 @@ class EngineImpl {
   TensorSpares board_spares_;              // what board responses shed
   std::vector<int64_t> board_bytes_;
   std::vector<size_t> board_counts_;
-  std::vector<QueuedTensor*> fresh_;  // CollectRequests' intake, reused
+  std::vector<QueuedTensor*> fresh_;          // CollectRequests' intake, reused
+  std::vector<QueuedTensor*> named_by_slot_;  // and its hits, to file
   // Response lists refilled in place from step to step: the one a worker
   // decodes, the one rank 0 takes from its coordinator.
   ResponseList received_, emitted_;

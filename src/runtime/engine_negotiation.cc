@@ -42,7 +42,14 @@ RequestList EngineImpl::CollectRequests(Clock::time_point now) {
       continue;
     }
     const bool hit = SendUsually(r, t->cache_slot, &list);
+    if (hit) named_by_slot_.push_back(t);
     if (job_.rank != 0) (hit ? cache_hits_ : cache_misses_).Add(1);
+  }
+  // Their responses will name them by slot: filed so, they are claimed
+  // without a lookup by name.
+  if (!named_by_slot_.empty()) {
+    queue_.FileBySlot(named_by_slot_.data(), named_by_slot_.size());
+    named_by_slot_.clear();
   }
   if (shutdown_requested_.load() && !shutdown_sent_) {
     list.shutdown = true;

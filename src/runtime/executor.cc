@@ -297,7 +297,7 @@ Status Executor::AllreduceEntries(const Response& r,
 }
 
 Status Executor::Allreduce(const Response& r, Plan& plan) {
-  queue_->ClaimNamed(r.process_set, r.names, &records_, &claimed_);
+  queue_->ClaimNamed(r.process_set, r.names, r.slots, &records_, &claimed_);
   Status st = Allreduce(r, plan, claimed_.data());
   queue_->Release(records_.data(), records_.size());
   return st;

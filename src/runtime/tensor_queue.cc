@@ -104,6 +104,7 @@ HandleRef TensorQueue::StateFor(QueuedTensor* t, DataType dtype) {
 }
 
 void TensorQueue::Unqueue(QueuedTensor* t) {
+  Unfile(t);
   t->state_ = QueuedTensor::State::kIdle;
   --queued_;
   ++idle_;
@@ -189,19 +190,52 @@ bool TensorQueue::Take(const std::string& key, TensorEntry* out) {
   return true;
 }
 
+void TensorQueue::FileBySlot(QueuedTensor* const* ts, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < n; ++i) {
+    QueuedTensor* t = ts[i];
+    if (t->state_ != QueuedTensor::State::kQueued || t->cache_slot < 0)
+      continue;
+    Unfile(t);
+    const size_t slot = static_cast<size_t>(t->cache_slot);
+    if (by_slot_.size() <= slot) by_slot_.resize(slot + 1, nullptr);
+    // A record filed there before under an older entry of the slot leaves.
+    if (by_slot_[slot] != nullptr) by_slot_[slot]->filed_slot_ = -1;
+    by_slot_[slot] = t;
+    t->filed_slot_ = t->cache_slot;
+  }
+}
+
+void TensorQueue::Unfile(QueuedTensor* t) {
+  if (t->filed_slot_ < 0) return;
+  QueuedTensor*& at = by_slot_[static_cast<size_t>(t->filed_slot_)];
+  if (at == t) at = nullptr;
+  t->filed_slot_ = -1;
+}
+
 void TensorQueue::ClaimNamed(int process_set,
                              const std::vector<std::string>& names,
+                             const std::vector<uint32_t>& slots,
                              std::vector<QueuedTensor*>* records,
                              std::vector<TensorEntry*>* claimed) {
   claimed->assign(names.size(), nullptr);
   records->clear();
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < names.size(); ++i) {
-    auto it = records_.find(TensorKey(process_set, names[i], &key_));
-    if (it == records_.end() ||
-        it->second->state_ != QueuedTensor::State::kQueued)
-      continue;
-    QueuedTensor* t = it->second.get();
+    QueuedTensor* t = i < slots.size() && slots[i] < by_slot_.size()
+                          ? by_slot_[slots[i]]
+                          : nullptr;
+    // The slot may hold another tensor by now (its entry evicted since
+    // the record was named by it): the key decides.
+    if (t != nullptr && (t->entry.request.process_set != process_set ||
+                         t->entry.request.name != names[i]))
+      t = nullptr;
+    if (t == nullptr) {
+      auto it = records_.find(TensorKey(process_set, names[i], &key_));
+      if (it == records_.end()) continue;
+      t = it->second.get();
+    }
+    if (t->state_ != QueuedTensor::State::kQueued) continue;
     ClaimLocked(t);
     (*claimed)[i] = &t->entry;
     records->push_back(t);
@@ -225,6 +259,7 @@ void TensorQueue::Claim(QueuedTensor* const* ts, size_t n,
 void TensorQueue::ClaimLocked(QueuedTensor* t) {
   t->state_ = QueuedTensor::State::kClaimed;
   --queued_;
+  Unfile(t);
 }
 
 void TensorQueue::Release(QueuedTensor* const* ts, size_t n) {

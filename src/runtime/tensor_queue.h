@@ -76,6 +76,8 @@ class QueuedTensor {
   // (whose bucket and node the data moved since the last step has pushed
   // out of the caches).
   QueuedTensor* next_ = nullptr;
+  // Where it is filed in the queue's by_slot_ (-1: not filed).
+  int filed_slot_ = -1;
   // The state this record's submission before the current one had, kept
   // for reuse: a caller that keeps each handle until it resubmits the
   // name (a vector of handles overwritten step by step) lets go of the
@@ -100,13 +102,21 @@ class TensorQueue {
   void TakeNew(std::vector<QueuedTensor*>* fresh);
   // Removes and returns the entry, or false if this rank has none queued.
   bool Take(const std::string& key, TensorEntry* out);
-  // Claim by key, for each of `names` in `process_set`, under one lock:
-  // (*claimed)[i] is that name's entry, or null when this rank has none
-  // queued; `records` gets the claimed records, for Release. Unlike taking
-  // the entry out, the record keeps its request, so the next submission
-  // of the name finds it unchanged: its record without a lookup, its
-  // strings' capacity, its handle state and its cache slot.
+  // Files queued records ts[0, n) under their cache_slot, which the loop
+  // has just named them by to rank 0: ClaimNamed then finds them by the
+  // response's slots. A record leaves the file when it leaves the queued
+  // state.
+  void FileBySlot(QueuedTensor* const* ts, size_t n);
+  // Claims, under one lock, the queued entry of each of `names` in
+  // `process_set`: by slots[i] when the record filed there has that key,
+  // else by key (`slots` may be empty). (*claimed)[i] is that name's
+  // entry, or null when this rank has none queued; `records` gets the
+  // claimed records, for Release. Unlike taking the entry out, the record
+  // keeps its request, so the next submission of the name finds it
+  // unchanged: its record without a lookup, its strings' capacity, its
+  // handle state and its cache slot.
   void ClaimNamed(int process_set, const std::vector<std::string>& names,
+                  const std::vector<uint32_t>& slots,
                   std::vector<QueuedTensor*>* records,
                   std::vector<TensorEntry*>* claimed);
   // Claims queued records by address (records from TakeNew), under one
@@ -166,6 +176,8 @@ class TensorQueue {
   void Unqueue(QueuedTensor* t);
   // Queued -> claimed (under mu_; pending_ is the caller's to update).
   void ClaimLocked(QueuedTensor* t);
+  // Takes t out of by_slot_, if it is filed there (under mu_).
+  void Unfile(QueuedTensor* t);
   // The record for r's key when it is the one added after the last one
   // last time and idle; else null (under mu_).
   QueuedTensor* Predicted(const Request& r) const;
@@ -188,6 +200,9 @@ class TensorQueue {
   std::vector<QueuedTensor*> added_;  // by the running Add
   std::string key_;                   // lookups, reused
   std::vector<QueuedTensor*> fresh_;
+  // Queued records by the cache slot they were last named by (FileBySlot);
+  // null where none is.
+  std::vector<QueuedTensor*> by_slot_;
   std::atomic<bool> pending_{false};  // queued_ > 0, set under mu_
   std::atomic<uint64_t> adds_{0};     // written under mu_
   Status closed_;

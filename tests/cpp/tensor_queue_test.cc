@@ -150,7 +150,7 @@ TEST(TensorQueue, ClaimedByNameRecordsKeepTheirRequestsForTheNextStep) {
   fresh[1]->cache_slot = 4;
   std::vector<QueuedTensor*> records;
   std::vector<TensorEntry*> claimed;
-  q.ClaimNamed(0, {"y", "absent", "x"}, &records, &claimed);
+  q.ClaimNamed(0, {"y", "absent", "x"}, {}, &records, &claimed);
   ASSERT_EQ(claimed.size(), 3u);
   ASSERT_NE(claimed[0], nullptr);
   EXPECT_EQ(claimed[0]->tensor.data, y);
@@ -160,7 +160,7 @@ TEST(TensorQueue, ClaimedByNameRecordsKeepTheirRequestsForTheNextStep) {
   EXPECT_EQ(records, (std::vector<QueuedTensor*>{fresh[1], fresh[0]}));
   EXPECT_FALSE(q.Pending());
   // Claimed: not claimed again, not taken by name.
-  q.ClaimNamed(0, {"x"}, &records, &claimed);
+  q.ClaimNamed(0, {"x"}, {}, &records, &claimed);
   EXPECT_EQ(claimed[0], nullptr);
   EXPECT_TRUE(records.empty());
   TensorEntry e;
@@ -169,13 +169,62 @@ TEST(TensorQueue, ClaimedByNameRecordsKeepTheirRequestsForTheNextStep) {
   q.Release(fresh.data(), fresh.size());
   EXPECT_EQ(fresh[0]->entry.request.name, "x");
   Add(q, Entry("x", {4}, x));
-  q.ClaimNamed(1, {"x"}, &records, &claimed);
+  q.ClaimNamed(1, {"x"}, {}, &records, &claimed);
   EXPECT_EQ(claimed[0], nullptr);
   // The next submission finds the record, its request and its slot.
   std::vector<QueuedTensor*> again = New(q);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0], fresh[0]);
   EXPECT_EQ(again[0]->cache_slot, 3);
+}
+
+// Records named to rank 0 by slot are claimed by the response's slots; a
+// slot that has come to hold another tensor, or a record that left the
+// queue, leaves the key to decide.
+TEST(TensorQueue, RecordsFiledBySlotAreClaimedByTheResponsesSlots) {
+  TensorQueue q;
+  float x[4], y[4];
+  Add(q, Entry("x", {4}, x));
+  Add(q, Entry("y", {4}, y));
+  std::vector<QueuedTensor*> fresh = New(q);
+  ASSERT_EQ(fresh.size(), 2u);
+  fresh[0]->cache_slot = 5;
+  fresh[1]->cache_slot = 2;
+  q.FileBySlot(fresh.data(), fresh.size());
+  std::vector<QueuedTensor*> records;
+  std::vector<TensorEntry*> claimed;
+  // Slot 5 is x's, but this response's tensor there is "y": found by key.
+  q.ClaimNamed(0, {"y"}, {5}, &records, &claimed);
+  ASSERT_NE(claimed[0], nullptr);
+  EXPECT_EQ(claimed[0]->tensor.data, y);
+  q.Release(records.data(), records.size());
+  // y left the file when it was claimed: slot 2 names nothing now.
+  Add(q, Entry("y", {4}, y));
+  New(q);
+  q.ClaimNamed(0, {"x", "y"}, {5, 2}, &records, &claimed);
+  ASSERT_NE(claimed[0], nullptr);
+  EXPECT_EQ(claimed[0]->tensor.data, x);
+  ASSERT_NE(claimed[1], nullptr);  // by key
+  EXPECT_EQ(claimed[1]->tensor.data, y);
+  q.Release(records.data(), records.size());
+
+  // A record taken out by name is no longer filed: its slot finds nothing
+  // queued, and its next submission is found by key.
+  Add(q, Entry("x", {4}, x));
+  fresh = New(q);
+  q.FileBySlot(fresh.data(), fresh.size());
+  TensorEntry e;
+  ASSERT_TRUE(q.Take(TensorKey(0, "x"), &e));
+  q.ClaimNamed(0, {"x"}, {5}, &records, &claimed);
+  EXPECT_EQ(claimed[0], nullptr);
+  // Failing what is queued unfiles it too.
+  Add(q, Entry("x", {4}, x));
+  fresh = New(q);
+  fresh[0]->cache_slot = 5;
+  q.FileBySlot(fresh.data(), fresh.size());
+  q.FailAll(Status::Aborted("gone"));
+  q.ClaimNamed(0, {"x"}, {5}, &records, &claimed);
+  EXPECT_EQ(claimed[0], nullptr);
 }
 
 // The state a claimed submission completes, found by the test as the loop
