@@ -49,29 +49,26 @@ void AddTensor(Response* to, Response&& from, size_t i) {
   to->shapes.push_back(std::move(from.shapes[i]));
 }
 
-void GrowTensors(Response* r, size_t n, TensorSpares* spares) {
-  while (r->names.size() < n) {
-    if (spares->names.empty()) {
-      r->names.emplace_back();
+namespace {
+
+// Grows `v` to `n` elements, taking them from the back of `spare` while it
+// has any.
+template <typename T>
+void GrowFrom(std::vector<T>* v, size_t n, std::vector<T>* spare) {
+  while (v->size() < n) {
+    if (spare->empty()) {
+      v->emplace_back();
     } else {
-      r->names.push_back(std::move(spares->names.back()));
-      spares->names.pop_back();
-    }
-  }
-  while (r->shapes.size() < n) {
-    if (spares->shapes.empty()) {
-      r->shapes.emplace_back();
-    } else {
-      r->shapes.push_back(std::move(spares->shapes.back()));
-      spares->shapes.pop_back();
+      v->push_back(std::move(spare->back()));
+      spare->pop_back();
     }
   }
 }
 
-void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot,
-                 TensorSpares* spares) {
-  GrowTensors(out, k + 1, spares);
-  out->names[k].assign(c.names[0]);
+// PlaceTensor's and PlaceShape's common part, after the name.
+void PlaceRest(Response* out, size_t k, const Response& c, uint32_t slot,
+               TensorSpares* spares) {
+  GrowFrom(&out->shapes, k + 1, &spares->shapes);
   out->shapes[k].assign(c.shapes[0].begin(), c.shapes[0].end());
   out->slots.resize(k + 1);
   out->slots[k] = slot;
@@ -79,6 +76,25 @@ void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot,
     out->groups.resize(k);
     out->groups.push_back(GroupOf(c, 0));
   }
+}
+
+}  // namespace
+
+void GrowTensors(Response* r, size_t n, TensorSpares* spares) {
+  GrowFrom(&r->names, n, &spares->names);
+  GrowFrom(&r->shapes, n, &spares->shapes);
+}
+
+void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot,
+                 TensorSpares* spares) {
+  GrowFrom(&out->names, k + 1, &spares->names);
+  out->names[k].assign(c.names[0]);
+  PlaceRest(out, k, c, slot, spares);
+}
+
+void PlaceShape(Response* out, size_t k, const Response& c, uint32_t slot,
+                TensorSpares* spares) {
+  PlaceRest(out, k, c, slot, spares);
 }
 
 void TrimTensors(Response* r, size_t n, TensorSpares* spares) {

@@ -169,6 +169,11 @@ struct TensorSpares {
 // then moves what is left past the last tensor into `spares`.
 void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot,
                  TensorSpares* spares);
+// PlaceTensor without the name: for a response executed on entries its
+// caller claimed by address, which reads names only to trace them. Its
+// tensors are then counted by its shapes; its names stay empty.
+void PlaceShape(Response* out, size_t k, const Response& c, uint32_t slot,
+                TensorSpares* spares);
 void TrimTensors(Response* r, size_t n, TensorSpares* spares);
 // Gives `r` at least `n` names and shapes, the new ones from `spares`
 // while it has any.

@@ -189,14 +189,16 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   queue_.Claim(agreed_.data(), agreed_.size(), &claimed_);
   board_bytes_.clear();
   board_counts_.clear();
+  // The entries run by address: names are copied only to be traced.
+  const bool traced = timeline_.active();
   for (size_t k = 0; k < result.slots.size(); ++k) {
     const uint32_t slot = result.slots[k];
     const Response& c = cache_.Get(slot);
-    if (timeline_.active()) timeline_.OpStart(c.names[0], UpperOpName(c.op));
+    if (traced) timeline_.OpStart(c.names[0], UpperOpName(c.op));
     if (result.carried_bytes[k] > 0) {
       executor_->ReduceCopies(
           c, claimed_[k], &result.payloads[k * result.members], result.members);
-      if (timeline_.active()) timeline_.OpEnd(c.names[0]);
+      if (traced) timeline_.OpEnd(c.names[0]);
       cache_.Touch(slot);
       continue;
     }
@@ -216,8 +218,12 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       board_bytes_.push_back(0);
       board_counts_.push_back(0);
     }
-    PlaceTensor(&board_responses_[t], board_counts_[t]++, c, slot,
-                &board_spares_);
+    if (traced)
+      PlaceTensor(&board_responses_[t], board_counts_[t]++, c, slot,
+                  &board_spares_);
+    else
+      PlaceShape(&board_responses_[t], board_counts_[t]++, c, slot,
+                 &board_spares_);
     board_entries_[t].push_back(claimed_[k]);
     board_bytes_[t] += bytes;
   }
@@ -236,7 +242,7 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       continue;
     }
     st = executor_->AllreduceEntries(r, board_entries_[t].data());
-    if (timeline_.active())
+    if (traced)
       for (const std::string& name : r.names) timeline_.OpEnd(name);
     // Every tensor came from its slot's entry this round.
     if (st.ok())

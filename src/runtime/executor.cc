@@ -305,7 +305,7 @@ Status Executor::Allreduce(const Response& r, Plan& plan) {
 
 Status Executor::Allreduce(const Response& r, Plan& plan,
                            TensorEntry* const* entries) {
-  const size_t n = r.names.size();
+  const size_t n = r.shapes.size();  // the board's may come without names
   const size_t esize = DataTypeSize(r.dtype);
   // A joined rank contributes zeros for the tensors it lacks, each in its
   // own stretch (they may be reduced into, so they must not overlap).

@@ -72,7 +72,9 @@ class Executor {
   Status Execute(const Response& resp);
   // Runs allreduce `r` over entries the caller took from the queue itself
   // (by address, not by name): entries[i] is tensor i's (null: this rank
-  // has none, it contributes zeros). Completes their handles.
+  // has none, it contributes zeros). Completes their handles. `r`'s
+  // tensors are its shapes; its names may be left empty (they are read
+  // only for the timeline).
   Status AllreduceEntries(const Response& r, TensorEntry* const* entries);
   // Completes allreduce `r` (one tensor of process set 0, entry `e`; null:
   // none here) without a collective: copies[m] holds member m's operand,
