@@ -236,18 +236,26 @@ Status EngineImpl::ExecuteList(const ResponseList& list) {
   if (!list.responses.empty()) step_metrics_.cycles += 1;
   if (list.small_allreduce_bytes >= 0)
     executor_->SetSmallAllreduceBytes(list.small_allreduce_bytes);
+  // A response that travels as slots was built from the cache as it stood
+  // when the list was made (placed from its entries, or given slots only
+  // where an entry matched): until a Put in this list changes the cache,
+  // its slots are refreshed with nothing to compare.
+  bool changed = false;
   for (const Response& r : list.responses) {
     Status st = executor_->Execute(r);
     if (timeline_.active())
       for (const std::string& name : r.names) timeline_.OpEnd(name);
     HVD_RETURN_IF_ERROR(st);
     // Every rank applies the same Puts in the same order: caches agree.
-    // A response that travelled as slots refreshes them without lookups.
-    if (ResponseCache::Cacheable(r))
-      for (size_t i = 0; i < r.names.size(); ++i)
-        if (r.slots.size() != r.names.size() ||
-            !cache_.Refresh(r.slots[i], r, i))
-          cache_.Put(r, i, epoch_);
+    const bool by_slot = r.slots.size() == r.names.size();
+    for (size_t i = 0; ResponseCache::Cacheable(r) && i < r.names.size(); ++i) {
+      if (by_slot && !changed) {
+        cache_.Touch(r.slots[i]);
+      } else if (!by_slot || !cache_.Refresh(r.slots[i], r, i)) {
+        cache_.Put(r, i, epoch_);
+        changed = true;
+      }
+    }
     if (board_ != nullptr)
       for (uint32_t slot : r.slots) board_->NoteExecuted(slot, epoch_);
   }
