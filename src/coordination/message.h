@@ -206,8 +206,8 @@ struct ResponseList {
   std::string abort_reason;  // non-empty: the job is failing; stop with this
   // The autotuner's new small/large allreduce crossover, applied by every
   // rank before this list's responses; -1: unchanged.
-  int64_t small_allreduce_bytes = -1;  // Not on the wire: what decoding into
-                                       // this list in place keeps for the
+  int64_t small_allreduce_bytes = -1;
+  // Not on the wire: what decoding into this list in place keeps for the
   // next one (TensorSpares).
   TensorSpares spares;
 };
