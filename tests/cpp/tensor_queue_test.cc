@@ -136,18 +136,28 @@ TEST(TensorQueue, ClaimedRecordsRunInPlaceAndFreeTheirKeysOnRelease) {
   EXPECT_EQ(again[0], fresh[0]);
 }
 
+// Queues "x" and "y" and takes them as the loop does, with the cache slots
+// the loop found them in.
+std::vector<QueuedTensor*> QueueXY(TensorQueue& q, float* x, int x_slot,
+                                   float* y, int y_slot) {
+  Add(q, Entry("x", {4}, x));
+  Add(q, Entry("y", {4}, y));
+  std::vector<QueuedTensor*> fresh = New(q);
+  if (fresh.size() == 2) {
+    fresh[0]->cache_slot = x_slot;
+    fresh[1]->cache_slot = y_slot;
+  }
+  return fresh;
+}
+
 // A response from rank 0 names its tensors: they are claimed by name in
 // place, so the records keep their requests (and so their cache slots)
 // for the next step, and a name this rank lacks is a null entry.
 TEST(TensorQueue, ClaimedByNameRecordsKeepTheirRequestsForTheNextStep) {
   TensorQueue q;
   float x[4], y[4];
-  Add(q, Entry("x", {4}, x));
-  Add(q, Entry("y", {4}, y));
-  std::vector<QueuedTensor*> fresh = New(q);
+  std::vector<QueuedTensor*> fresh = QueueXY(q, x, 3, y, 4);
   ASSERT_EQ(fresh.size(), 2u);
-  fresh[0]->cache_slot = 3;
-  fresh[1]->cache_slot = 4;
   std::vector<QueuedTensor*> records;
   std::vector<TensorEntry*> claimed;
   q.ClaimNamed(0, {"y", "absent", "x"}, {}, &records, &claimed);
@@ -184,12 +194,8 @@ TEST(TensorQueue, ClaimedByNameRecordsKeepTheirRequestsForTheNextStep) {
 TEST(TensorQueue, RecordsFiledBySlotAreClaimedByTheResponsesSlots) {
   TensorQueue q;
   float x[4], y[4];
-  Add(q, Entry("x", {4}, x));
-  Add(q, Entry("y", {4}, y));
-  std::vector<QueuedTensor*> fresh = New(q);
+  std::vector<QueuedTensor*> fresh = QueueXY(q, x, 5, y, 2);
   ASSERT_EQ(fresh.size(), 2u);
-  fresh[0]->cache_slot = 5;
-  fresh[1]->cache_slot = 2;
   q.FileBySlot(fresh.data(), fresh.size());
   std::vector<QueuedTensor*> records;
   std::vector<TensorEntry*> claimed;
