@@ -65,9 +65,21 @@ void GrowFrom(std::vector<T>* v, size_t n, std::vector<T>* spare) {
   }
 }
 
-// PlaceTensor's and PlaceShape's common part, after the name.
-void PlaceRest(Response* out, size_t k, const Response& c, uint32_t slot,
-               TensorSpares* spares) {
+// Shrinks `v` to `n` elements, moving the rest onto `spare` (while it has
+// room) last first, so that GrowFrom, which takes from the back, gives
+// them back in their order: the same tensors at the same places find
+// storage of the size they had.
+template <typename T>
+void ShedTo(std::vector<T>* v, size_t n, std::vector<T>* spare) {
+  for (size_t i = v->size(); i > n; --i)
+    if (spare->size() < TensorSpares::kMax)
+      spare->push_back(std::move((*v)[i - 1]));
+  if (v->size() > n) v->resize(n);
+}
+
+// PlaceTensor and PlaceShape, but the name.
+void PlaceParts(Response* out, size_t k, const Response& c, uint32_t slot,
+                TensorSpares* spares) {
   GrowFrom(&out->shapes, k + 1, &spares->shapes);
   out->shapes[k].assign(c.shapes[0].begin(), c.shapes[0].end());
   out->slots.resize(k + 1);
@@ -89,26 +101,19 @@ void PlaceTensor(Response* out, size_t k, const Response& c, uint32_t slot,
                  TensorSpares* spares) {
   GrowFrom(&out->names, k + 1, &spares->names);
   out->names[k].assign(c.names[0]);
-  PlaceRest(out, k, c, slot, spares);
+  PlaceParts(out, k, c, slot, spares);
 }
 
 void PlaceShape(Response* out, size_t k, const Response& c, uint32_t slot,
                 TensorSpares* spares) {
-  PlaceRest(out, k, c, slot, spares);
+  // Names a traced fill left would stand for tensors they no longer name.
+  if (k == 0) ShedTo(&out->names, 0, &spares->names);
+  PlaceParts(out, k, c, slot, spares);
 }
 
 void TrimTensors(Response* r, size_t n, TensorSpares* spares) {
-  // Last first, so that GrowTensors, which takes from the back, gives them
-  // back in their order: the same tensors at the same places find storage
-  // of the size they had.
-  for (size_t i = r->names.size(); i > n; --i)
-    if (spares->names.size() < TensorSpares::kMax)
-      spares->names.push_back(std::move(r->names[i - 1]));
-  for (size_t i = r->shapes.size(); i > n; --i)
-    if (spares->shapes.size() < TensorSpares::kMax)
-      spares->shapes.push_back(std::move(r->shapes[i - 1]));
-  r->names.resize(n);
-  r->shapes.resize(n);
+  ShedTo(&r->names, n, &spares->names);
+  ShedTo(&r->shapes, n, &spares->shapes);
   if (r->slots.size() > n) r->slots.resize(n);
   if (!r->groups.empty()) r->groups.resize(n);
 }

@@ -248,7 +248,8 @@ Status EngineImpl::ExecuteList(const ResponseList& list) {
     HVD_RETURN_IF_ERROR(st);
     // Every rank applies the same Puts in the same order: caches agree.
     const bool by_slot = r.slots.size() == r.names.size();
-    for (size_t i = 0; ResponseCache::Cacheable(r) && i < r.names.size(); ++i) {
+    const size_t cached = ResponseCache::Cacheable(r) ? r.names.size() : 0;
+    for (size_t i = 0; i < cached; ++i) {
       if (by_slot && !changed) {
         cache_.Touch(r.slots[i]);
       } else if (!by_slot || !cache_.Refresh(r.slots[i], r, i)) {
