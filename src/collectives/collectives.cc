@@ -36,6 +36,14 @@ Status Communicator::SendRecv(int dst, const void* sbuf, size_t slen, int src,
                               on_chunk);
 }
 
+Status Communicator::SendRecvV(int dst, const iovec* send, size_t nsend,
+                               int src, const iovec* recv, size_t nrecv,
+                               size_t chunk, const ChunkFn* on_chunk) {
+  return transport_->SendRecvV(dst >= 0 ? members_[dst] : -1, send, nsend,
+                               src >= 0 ? members_[src] : -1, recv, nrecv,
+                               chunk, on_chunk);
+}
+
 Status Allreduce(Communicator& comm, void* buf, int64_t count, DataType dtype,
                  ReduceOp op, double postscale) {
   int64_t bytes = count * static_cast<int64_t>(DataTypeSize(dtype));

@@ -50,6 +50,10 @@ class Communicator {
   Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
                   size_t rlen, size_t chunk = 0,
                   const ChunkFn* on_chunk = nullptr);
+  // As Transport::SendRecvV, with peers given as member indices.
+  Status SendRecvV(int dst, const iovec* send, size_t nsend, int src,
+                   const iovec* recv, size_t nrecv, size_t chunk = 0,
+                   const ChunkFn* on_chunk = nullptr);
 
  private:
   Transport* transport_;

@@ -2,8 +2,10 @@
 // through a Transport (TCP between processes, or the loopback transport in
 // tests), with the algorithms of collectives.h: recursive doubling or a
 // ring for allreduce, rings for reduce-scatter and allgather, a binomial
-// tree for broadcast, pairwise exchanges for alltoall. Fused tensors travel
-// through the fusion buffer. Thread-safety as CollectiveGroup's.
+// tree for broadcast, pairwise exchanges for alltoall. Fused tensors go
+// round the ring where they lie (PieceRing); those too small for the ring,
+// or prescaled, travel through the fusion buffer. Thread-safety as
+// CollectiveGroup's.
 #ifndef HOROVOD_COLLECTIVES_TCP_GROUP_H_
 #define HOROVOD_COLLECTIVES_TCP_GROUP_H_
 
@@ -11,6 +13,7 @@
 
 #include "collectives/collective_group.h"
 #include "collectives/communicator.h"
+#include "collectives/piece_ring.h"
 
 namespace horovod {
 
@@ -42,6 +45,7 @@ class TcpGroup : public CollectiveGroup {
  private:
   Communicator comm_;
   Scratch* fusion_;
+  PieceRing ring_;
 };
 
 }  // namespace horovod

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <string>
 
+#include "transport/span_cursor.h"
+
 namespace horovod {
 
 LoopbackFabric::LoopbackFabric(int size, double timeout_s)
@@ -32,20 +34,23 @@ Status LoopbackFabric::AbortedStatus() {
   return Status::Aborted(reason_);
 }
 
-Status LoopbackTransport::SendRecv(int dst, const void* sbuf, size_t slen,
-                                   int src, void* rbuf, size_t rlen,
-                                   size_t chunk, const ChunkFn* on_chunk) {
+Status LoopbackTransport::SendRecvV(int dst, const iovec* send, size_t nsend,
+                                    int src, const iovec* recv, size_t nrecv,
+                                    size_t chunk, const ChunkFn* on_chunk) {
   if (fabric_->aborted_) return fabric_->AbortedStatus();
-  if (dst >= 0 && slen > 0) {
+  SpanCursor out(send, dst < 0 ? 0 : nsend);
+  if (out.total() > 0) {
     auto& p = fabric_->pipe(rank_, dst);
     std::lock_guard<std::mutex> lock(p.mu);
-    const char* b = static_cast<const char*>(sbuf);
-    p.bytes.insert(p.bytes.end(), b, b + slen);
+    out.Advance(out.total(), [&](char* b, size_t len) {
+      p.bytes.insert(p.bytes.end(), b, b + len);
+    });
     p.cv.notify_all();
   }
-  if (src >= 0 && rlen > 0) {
+  SpanCursor in(recv, src < 0 ? 0 : nrecv);
+  const size_t rlen = in.total();
+  if (rlen > 0) {
     auto& p = fabric_->pipe(src, rank_);
-    char* out = static_cast<char*>(rbuf);
     if (chunk == 0) chunk = rlen;
     size_t got = 0;
     while (got < rlen) {
@@ -59,8 +64,10 @@ Status LoopbackTransport::SendRecv(int dst, const void* sbuf, size_t slen,
         if (!ready)
           return Status::Timeout("loopback receive from rank " +
                                  std::to_string(src) + " timed out");
-        std::copy(p.bytes.begin(), p.bytes.begin() + want, out + got);
-        p.bytes.erase(p.bytes.begin(), p.bytes.begin() + want);
+        in.Advance(want, [&](char* b, size_t len) {
+          std::copy(p.bytes.begin(), p.bytes.begin() + len, b);
+          p.bytes.erase(p.bytes.begin(), p.bytes.begin() + len);
+        });
       }
       if (on_chunk) (*on_chunk)(got, want);
       got += want;

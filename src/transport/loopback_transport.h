@@ -53,8 +53,9 @@ class LoopbackTransport : public Transport {
       : fabric_(fabric), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return fabric_->size(); }
-  Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
-                  size_t rlen, size_t chunk, const ChunkFn* on_chunk) override;
+  Status SendRecvV(int dst, const iovec* send, size_t nsend, int src,
+                   const iovec* recv, size_t nrecv, size_t chunk,
+                   const ChunkFn* on_chunk) override;
   void Abort(const std::string& reason) override { fabric_->Abort(reason); }
 
  private:

@@ -13,6 +13,7 @@
 #include "common/deadline.h"
 #include "common/poly1305.h"
 #include "common/silence_verdict.h"
+#include "transport/span_cursor.h"
 
 namespace horovod {
 
@@ -55,6 +56,8 @@ constexpr size_t kTagBytes = sizeof(Poly1305::Tag);
 // that the bytes are still in cache when they are sent.
 constexpr size_t kMacAhead = 256 << 10;
 constexpr size_t kMaxSendCall = 4 << 20;
+// Spans handed to one sendmsg or recvmsg (the kernel takes up to 1024).
+constexpr int kMaxSpansPerCall = 128;
 
 bool TagsEqual(const uint8_t* a, const uint8_t* b) {
   uint8_t diff = 0;
@@ -64,19 +67,19 @@ bool TagsEqual(const uint8_t* a, const uint8_t* b) {
 
 }  // namespace
 
-Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
-                              void* rbuf, size_t rlen, size_t chunk,
-                              const ChunkFn* on_chunk) {
+Status TcpTransport::SendRecvV(int dst, const iovec* send, size_t nsend,
+                               int src, const iovec* recv, size_t nrecv,
+                               size_t chunk, const ChunkFn* on_chunk) {
   if (aborted_.load()) return AbortedStatus();
-  if (dst < 0) slen = 0;
-  if (src < 0) rlen = 0;
+  // out: what the kernel has taken; ahead: what the sender's MAC has.
+  SpanCursor out(send, dst < 0 ? 0 : nsend), ahead = out;
+  SpanCursor in(recv, src < 0 ? 0 : nrecv);
+  const size_t slen = out.total(), rlen = in.total();
   if ((slen && (dst >= size() || dst == rank_)) ||
       (rlen && (src >= size() || src == rank_)))
     return Status::Internal("SendRecv with an invalid peer");
   const int sfd = slen ? peers_[dst].fd() : -1;
   const int rfd = rlen ? peers_[src].fd() : -1;
-  const char* sp = static_cast<const char*>(sbuf);
-  char* rp = static_cast<char*>(rbuf);
   // With the data MAC every message is followed by its tag.
   const bool mac_out = data_mac_ && slen > 0;
   const bool mac_in = data_mac_ && rlen > 0;
@@ -93,24 +96,24 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
   size_t sent = 0, tagged = mac_out ? 0 : slen, recvd = 0, reported = 0;
   if (chunk == 0) chunk = rlen ? rlen : 1;
   Deadline silent = Deadline::After(timeout_s_);
+  iovec iov[kMaxSpansPerCall + 1];
   while (sent < sall || recvd < rall) {
     bool progress = false;
     if (sent < sall) {
       while (tagged < slen && tagged - sent < kMacAhead) {
         const size_t n = std::min(slen - tagged, kMacAhead);
-        smac.Update(sp + tagged, n);
+        ahead.Advance(n, [&](char* p, size_t len) { smac.Update(p, len); });
         tagged += n;
         if (tagged == slen) {
           const Poly1305::Tag t = smac.Finish();
           std::memcpy(stag, t.data(), kTagBytes);
         }
       }
-      iovec iov[2];
-      int niov = 0;
-      const size_t upto = std::min(tagged, sent + kMaxSendCall);
-      if (sent < upto)
-        iov[niov++] = {const_cast<char*>(sp) + sent, upto - sent};
-      if (mac_out && upto == slen) {
+      size_t bytes = 0;
+      int niov = out.Fill(std::min(tagged, sent + kMaxSendCall), iov,
+                          kMaxSpansPerCall, &bytes);
+      // The tag leaves behind the payload's last byte, in the same call.
+      if (mac_out && std::min(sent, slen) + bytes == slen) {
         const size_t t = std::max(sent, slen) - slen;
         iov[niov++] = {stag + t, kTagBytes - t};
       }
@@ -119,6 +122,8 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
       msg.msg_iovlen = static_cast<size_t>(niov);
       ssize_t n = ::sendmsg(sfd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
+        if (sent < slen)
+          out.Advance(std::min(static_cast<size_t>(n), slen - sent));
         sent += static_cast<size_t>(n);
         progress = true;
       } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -129,10 +134,9 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
       }
     }
     if (recvd < rall) {
-      iovec iov[2];
-      int niov = 0;
-      if (recvd < rlen) iov[niov++] = {rp + recvd, rlen - recvd};
-      if (mac_in) {
+      size_t bytes = 0;
+      int niov = in.Fill(rlen, iov, kMaxSpansPerCall, &bytes);
+      if (mac_in && std::min(recvd, rlen) + bytes == rlen) {
         const size_t t = std::max(recvd, rlen) - rlen;
         iov[niov++] = {rtag + t, kTagBytes - t};
       }
@@ -141,10 +145,15 @@ Status TcpTransport::SendRecv(int dst, const void* sbuf, size_t slen, int src,
       msg.msg_iovlen = static_cast<size_t>(niov);
       ssize_t n = ::recvmsg(rfd, &msg, MSG_DONTWAIT);
       if (n > 0) {
-        const size_t before = recvd;
+        if (recvd < rlen) {
+          const size_t payload = std::min(static_cast<size_t>(n), rlen - recvd);
+          if (mac_in)
+            in.Advance(payload,
+                       [&](char* p, size_t len) { rmac.Update(p, len); });
+          else
+            in.Advance(payload);
+        }
         recvd += static_cast<size_t>(n);
-        if (mac_in && before < rlen)
-          rmac.Update(rp + before, std::min(recvd, rlen) - before);
         progress = true;
       } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
         if (aborted_.load()) return AbortedStatus();

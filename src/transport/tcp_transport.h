@@ -25,8 +25,9 @@ class TcpTransport : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(peers_.size()); }
-  Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
-                  size_t rlen, size_t chunk, const ChunkFn* on_chunk) override;
+  Status SendRecvV(int dst, const iovec* send, size_t nsend, int src,
+                   const iovec* recv, size_t nrecv, size_t chunk,
+                   const ChunkFn* on_chunk) override;
   void Abort(const std::string& reason) override;
   // The socket to `peer` (-1 for ourselves), for liveness checks by others.
   int PeerFd(int peer) const { return peers_[peer].fd(); }

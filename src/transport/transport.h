@@ -9,12 +9,13 @@
 // rank runs the same collectives in the same order (the coordinator ensures
 // it), so the stream position is the tag.
 //
-// Thread-safety: SendRecv is called by one thread at a time (the engine's
+// Thread-safety: SendRecvV is called by one thread at a time (the engine's
 // background loop). Abort may be called from any thread.
 #ifndef HOROVOD_TRANSPORT_TRANSPORT_H_
 #define HOROVOD_TRANSPORT_TRANSPORT_H_
 
 #include <horovod/status.h>
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <functional>
@@ -33,13 +34,26 @@ class Transport {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // Sends slen bytes to dst while receiving rlen bytes from src, progressing
-  // both at once so that rings and exchanges cannot deadlock. dst or src may
-  // be -1 to only receive or only send. Fails if a peer disconnects, stays
-  // silent past the operation timeout, or the transport was aborted.
-  virtual Status SendRecv(int dst, const void* sbuf, size_t slen, int src,
-                          void* rbuf, size_t rlen, size_t chunk = 0,
-                          const ChunkFn* on_chunk = nullptr) = 0;
+  // Sends the bytes of `send` (nsend spans, in order) to dst while
+  // receiving into `recv` (nrecv spans, filled in order) from src,
+  // progressing both at once so that rings and exchanges cannot deadlock.
+  // A message gathered from or scattered to spans is the same byte stream
+  // as the contiguous one: the peer's span layout need not match. dst or
+  // src may be -1 to only receive or only send. `on_chunk` is called once
+  // per `chunk` received bytes, with offsets into the whole received
+  // message. Fails if a peer disconnects, stays silent past the operation
+  // timeout, or the transport was aborted.
+  virtual Status SendRecvV(int dst, const iovec* send, size_t nsend, int src,
+                           const iovec* recv, size_t nrecv, size_t chunk = 0,
+                           const ChunkFn* on_chunk = nullptr) = 0;
+
+  // SendRecvV with one span on each side.
+  Status SendRecv(int dst, const void* sbuf, size_t slen, int src, void* rbuf,
+                  size_t rlen, size_t chunk = 0,
+                  const ChunkFn* on_chunk = nullptr) {
+    const iovec s{const_cast<void*>(sbuf), slen}, r{rbuf, rlen};
+    return SendRecvV(dst, &s, 1, src, &r, 1, chunk, on_chunk);
+  }
 
   Status Send(int dst, const void* buf, size_t len) {
     return SendRecv(dst, buf, len, -1, nullptr, 0);

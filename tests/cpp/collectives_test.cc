@@ -121,14 +121,6 @@ void CheckAllreduce(Algo fn, int n, int64_t count, DataType t, ReduceOp op) {
         << " dtype=" << DataTypeName(t) << " op=" << ReduceOpName(op);
 }
 
-const DataType kAllTypes[] = {DataType::kUInt8,    DataType::kInt8,
-                              DataType::kInt16,    DataType::kInt32,
-                              DataType::kInt64,    DataType::kFloat16,
-                              DataType::kBFloat16, DataType::kFloat32,
-                              DataType::kFloat64,  DataType::kBool};
-const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax,
-                         ReduceOp::kProduct};
-
 TEST_P(Collectives, AllreduceEveryDtypeOpAndWorldSize) {
   for (int n = 1; n <= 8; ++n)
     for (DataType t : kAllTypes)
@@ -333,13 +325,18 @@ enum class Layout {
   // them in either order), the last piece fused twice.
   kOneBufferUp,
   kOneBufferDown,
+  // Even members kOverlap, odd ones kOutOfPlace: over a transport the
+  // first pack their run and the others reduce it where it lies, in one
+  // ring.
+  kMixed,
 };
 
 // A fused response's tensors through the group's allreduce: the run is cut
 // into uneven pieces (some empty, some a single element) living in separate
 // buffers; every member must end with the scaled reduction of the whole run.
 void CheckPieces(int n, int64_t count, DataType t, ReduceOp op,
-                 int64_t small_bytes, double pre, double post, Layout layout) {
+                 int64_t small_bytes, double pre, double post,
+                 Layout run_layout) {
   bool tiny = op == ReduceOp::kProduct;
   if (t == DataType::kBool) pre = post = 1.0;  // bool is never scaled
   auto operand = [&](int r) {
@@ -360,6 +357,9 @@ void CheckPieces(int n, int64_t count, DataType t, ReduceOp op,
       n,
       [&](CollectiveGroup& g, Communicator&) {
         const int r = g.rank();
+        const Layout layout = run_layout != Layout::kMixed ? run_layout
+                              : r % 2 == 0                 ? Layout::kOverlap
+                                           : Layout::kOutOfPlace;
         std::vector<char> mine = Fill(t, count, r, tiny);
         std::vector<std::vector<char>> bufs, srcs;
         std::vector<Piece> pieces;
@@ -409,10 +409,29 @@ void CheckPieces(int n, int64_t count, DataType t, ReduceOp op,
               [](const Piece& a, const Piece& b) { return a.count < b.count; });
           pieces.push_back({big.data, count, big.count});
         }
+        // In a mixed run the others fuse the tensor twice: an out-of-place
+        // member fuses a copy of it, so that every run is equally long.
+        std::vector<char> twice, twice_src;
+        size_t big = 0;
+        if (run_layout == Layout::kMixed && layout == Layout::kOutOfPlace) {
+          big = static_cast<size_t>(
+              std::max_element(pieces.begin(), pieces.end(),
+                               [](const Piece& a, const Piece& b) {
+                                 return a.count < b.count;
+                               }) -
+              pieces.begin());
+          twice_src = srcs[big];
+          twice.assign(twice_src.size(), char(0x5a));
+          pieces.push_back(
+              {twice.data(), count, pieces[big].count, twice_src.data()});
+        }
         ASSERT_TRUE(g.Allreduce(pieces.data(), pieces.size(),
                                 ReduceArgs{t, op, pre, post})
                         .ok());
         for (auto& b : bufs) got[r].insert(got[r].end(), b.begin(), b.end());
+        if (!twice.empty()) {
+          EXPECT_EQ(twice, bufs[big]) << "rank " << r;
+        }
       },
       small_bytes);
   for (int r = 0; r < n; ++r)
@@ -461,6 +480,18 @@ TEST_P(Collectives, AllreduceOverPiecesOutOfPlaceUnscaled) {
             CheckPieces(n, count, t, op, small, 1.0, 0.5, Layout::kOutOfPlace);
 }
 
+// Members whose runs cannot be reduced where they lie (a tensor fused
+// twice) pack them, beside members that reduce theirs in place, in one
+// ring: the same messages, the same results.
+TEST_P(Collectives, AllreduceOverPiecesPackedOnSomeMembersOnly) {
+  for (int n : {2, 3, 4})
+    for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kInt8})
+      for (int64_t count : {40, 5000})
+        for (double post : {1.0, 0.5})
+          CheckPieces(n, count, t, ReduceOp::kSum, 0, 1.0, post,
+                      Layout::kMixed);
+}
+
 // Out-of-place results written around the cache (every allreduce here
 // counts as large): the same results in every layout, in block rounds and
 // with the postscale, and the garbage where they go never read.
@@ -474,121 +505,6 @@ TEST_P(Collectives, AllreduceOverPiecesStreamingResults) {
                               Layout::kOverlap, Layout::kOneBufferUp})
           CheckPieces(n, count, t, ReduceOp::kSum, 0, 1.0, 0.5, layout);
   g_stream_bytes = ShmConfig().stream_bytes;
-}
-
-TEST(Reduce, StreamCopyEveryAlignmentAndLength) {
-  std::vector<char> src(4096 + 64), dst(4096 + 64);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 7);
-  for (size_t d_off : {0, 1, 8, 15, 16, 33})
-    for (size_t s_off : {0, 3, 16})
-      for (size_t len : {0, 1, 15, 16, 63, 64, 65, 200, 4000}) {
-        std::fill(dst.begin(), dst.end(), char(0x5a));
-        StreamCopy(dst.data() + d_off, src.data() + s_off, len);
-        for (size_t i = 0; i < dst.size(); ++i) {
-          const bool inside = i >= d_off && i < d_off + len;
-          const char want = inside ? src[s_off + i - d_off] : char(0x5a);
-          ASSERT_EQ(dst[i], want) << "byte " << i << " d_off=" << d_off
-                                  << " s_off=" << s_off << " len=" << len;
-        }
-      }
-}
-
-TEST(Reduce, OfTwoOperandsIntoAThird) {
-  const float a[4] = {1.5f, -2.f, 3.f, 0.25f}, b[4] = {2.f, 5.f, -1.f, 4.f};
-  float d[4];
-  ReduceOf(d, a, b, 4, DataType::kFloat32, ReduceOp::kSum);
-  EXPECT_EQ(std::vector<float>(d, d + 4),
-            (std::vector<float>{3.5f, 3.f, 2.f, 4.25f}));
-  ReduceOf(d, a, b, 4, DataType::kFloat32, ReduceOp::kMin);
-  EXPECT_EQ(std::vector<float>(d, d + 4),
-            (std::vector<float>{1.5f, -2.f, -1.f, 0.25f}));
-  ReduceOf(d, a, b, 4, DataType::kFloat32, ReduceOp::kProduct);
-  EXPECT_EQ(std::vector<float>(d, d + 4),
-            (std::vector<float>{3.f, -10.f, -3.f, 1.f}));
-  const int8_t x[2] = {100, -100}, y[2] = {100, -100};
-  int8_t z[2];
-  ReduceOf(z, x, y, 2, DataType::kInt8, ReduceOp::kSum);  // wraps
-  EXPECT_EQ(z[0], static_cast<int8_t>(-56));
-  EXPECT_EQ(z[1], static_cast<int8_t>(56));
-  const uint16_t h[2] = {FloatToHalf(1.f), FloatToHalf(-3.f)},
-                 k[2] = {FloatToHalf(2.f), FloatToHalf(-4.f)};
-  uint16_t m[2];
-  ReduceOf(m, h, k, 2, DataType::kFloat16, ReduceOp::kMax);
-  EXPECT_EQ(m[0], k[0]);
-  EXPECT_EQ(m[1], h[1]);
-  const uint8_t p[3] = {1, 0, 1}, q[3] = {1, 1, 0};
-  uint8_t r[3];
-  ReduceOf(r, p, q, 3, DataType::kBool, ReduceOp::kProduct);
-  EXPECT_EQ(std::vector<uint8_t>(r, r + 3), (std::vector<uint8_t>{1, 0, 0}));
-  ReduceOf(r, p, q, 3, DataType::kBool, ReduceOp::kSum);
-  EXPECT_EQ(std::vector<uint8_t>(r, r + 3), (std::vector<uint8_t>{1, 1, 1}));
-}
-
-// Into a third buffer or into the first operand itself: the same result,
-// for every dtype and op, at lengths around the vector width.
-TEST(Reduce, OfMatchesInPlaceForEveryDtypeAndOp) {
-  for (DataType t : kAllTypes)
-    for (ReduceOp op : kOps)
-      for (int64_t count : {1, 7, 33, 1000}) {
-        const std::vector<char> a = Fill(t, count, 1, op == ReduceOp::kProduct);
-        const std::vector<char> b = Fill(t, count, 2, op == ReduceOp::kProduct);
-        std::vector<char> in_place = a, third(a.size(), char(0x5a));
-        ReduceOf(in_place.data(), in_place.data(), b.data(), count, t, op);
-        ReduceOf(third.data(), a.data(), b.data(), count, t, op);
-        EXPECT_EQ(third, in_place)
-            << DataTypeName(t) << " " << ReduceOpName(op) << " " << count;
-      }
-}
-
-// The one-pass finish of an allreduce block (reduce, scale, publish) gives
-// bit for bit what the three steps apart give, in place and into a third
-// buffer, and the published copy equals the result.
-TEST(Reduce, OfScaledMatchesReduceThenScale) {
-  for (DataType t : kAllTypes)
-    for (ReduceOp op : kOps)
-      for (double factor : {1.0, 0.5, 1.0 / 3})
-        for (int64_t count : {1, 7, 33, 1000}) {
-          const std::vector<char> a =
-              Fill(t, count, 1, op == ReduceOp::kProduct);
-          const std::vector<char> b =
-              Fill(t, count, 2, op == ReduceOp::kProduct);
-          std::vector<char> expected(a.size());
-          ReduceOf(expected.data(), a.data(), b.data(), count, t, op);
-          ScaleBuffer(expected.data(), count, t, factor);
-          std::vector<char> in_place = a, third(a.size(), char(0x5a)),
-                            copy(a.size(), char(0x5a));
-          ReduceOfScaled(in_place.data(), nullptr, in_place.data(), b.data(),
-                         count, t, op, factor);
-          ReduceOfScaled(third.data(), copy.data(), a.data(), b.data(), count,
-                         t, op, factor);
-          const std::string what =
-              std::string(DataTypeName(t)) + " " + ReduceOpName(op) + " " +
-              std::to_string(factor) + " " + std::to_string(count);
-          EXPECT_EQ(in_place, expected) << what;
-          EXPECT_EQ(third, expected) << what;
-          EXPECT_EQ(copy, expected) << what;
-        }
-}
-
-TEST(Reduce, HalfPrecisionConversions) {
-  EXPECT_EQ(HalfToFloat(FloatToHalf(1.5f)), 1.5f);
-  EXPECT_EQ(HalfToFloat(FloatToHalf(65504.f)), 65504.f);
-  EXPECT_TRUE(std::isinf(HalfToFloat(FloatToHalf(70000.f))));
-  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(NAN))));
-  EXPECT_EQ(HalfToFloat(FloatToHalf(5.960464477539063e-08f)),
-            5.960464477539063e-08f);
-  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(3.0f)), 3.0f);
-  EXPECT_TRUE(std::isnan(BFloat16ToFloat(FloatToBFloat16(NAN))));
-  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 4096),
-            FloatToHalf(1.0f));  // ties to even
-}
-
-TEST(Reduce, ScaleTruncatesIntegers) {
-  int32_t v[3] = {3, -3, 7};
-  ScaleBuffer(v, 3, DataType::kInt32, 0.5);
-  EXPECT_EQ(v[0], 1);
-  EXPECT_EQ(v[1], -1);
-  EXPECT_EQ(v[2], 3);
 }
 
 }  // namespace

@@ -13,6 +13,14 @@
 
 namespace horovod {
 
+inline constexpr DataType kAllTypes[] = {
+    DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+    DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+    DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
+    DataType::kBool};
+inline constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kMin,
+                                    ReduceOp::kMax, ReduceOp::kProduct};
+
 // `count` elements for `rank`: (rank + 1) * (1..5), or with `tiny` only 1s
 // and 2s (so products stay exact); bools true at every third element.
 inline std::vector<char> Fill(DataType t, int64_t count, int rank, bool tiny) {
