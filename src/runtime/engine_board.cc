@@ -60,8 +60,11 @@ bool EngineImpl::SendUsually(const Request& r, int slot, RequestList* list) {
     // Rank 0's hits go to its coordinator at the epoch they were found at,
     // so they are never stale and never resent. The key is written into
     // the string the slot's last hit left.
-    if (job_.rank != 0)
-      TensorKey(r.process_set, r.name, &hit_keys_[static_cast<uint32_t>(slot)]);
+    if (job_.rank != 0) {
+      const size_t at = static_cast<size_t>(slot);
+      if (at >= hit_keys_.size()) hit_keys_.resize(at + 1);
+      TensorKey(r.process_set, r.name, &hit_keys_[at]);
+    }
     return true;
   }
   list->requests.push_back(r);

@@ -33,7 +33,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 
 #include "autotune/autotuner.h"
 #include "common/knobs.h"
@@ -393,7 +392,9 @@ class EngineImpl {
   DriveCounter<uint64_t> cache_hits_;
   DriveCounter<uint64_t> cache_misses_;
   DriveCounter<uint64_t> board_overdue_;
-  std::unordered_map<uint32_t, std::string> hit_keys_;
+  // Workers: by cache slot, the key of the tensor last sent by that slot,
+  // to resend it in full if rank 0 finds the hit stale ("" for none).
+  std::vector<std::string> hit_keys_;
   // A request waiting on the board under its cache slot. Its queue record
   // stays queued (its entry untouched) until the round that agrees on it
   // claims it, or the offer goes the usual way.

@@ -264,9 +264,9 @@ Status EngineImpl::ExecuteList(const ResponseList& list) {
   std::vector<Request> resend;
   for (auto& s : list.stale_hits) {
     if (s.first != job_.rank) continue;
-    auto it = hit_keys_.find(s.second);
     Request r;
-    if (it != hit_keys_.end() && queue_.Find(it->second, &r))
+    if (s.second < hit_keys_.size() && !hit_keys_[s.second].empty() &&
+        queue_.Find(hit_keys_[s.second], &r))
       resend.push_back(r);
   }
   if (!resend.empty()) {
