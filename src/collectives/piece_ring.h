@@ -44,8 +44,8 @@ class PieceRing {
                    const ReduceArgs& args);
 
  private:
-  // Appends to `out` the spans of elements [begin, end) of the run, read
-  // from each piece's operand (`operand`) or its result.
+  // Sets `out` to the spans of elements [begin, end) of the run, in each
+  // piece's operand (`operand`) or its result.
   void Spans(int64_t begin, int64_t end, bool operand, std::vector<iovec>* out);
   // The first piece that holds element `x` (or ends past it).
   size_t PieceAt(int64_t x) const;

@@ -29,8 +29,8 @@ Status TcpGroup::Allreduce(const Piece* pieces, size_t n,
     }
     return Status::OK();
   }
-  const int64_t count = n == 0 ? 0 : pieces[n - 1].offset + pieces[n - 1].count;
-  if (PieceRing::Takes(comm_, count, args) &&
+  const int64_t total = n == 0 ? 0 : pieces[n - 1].offset + pieces[n - 1].count;
+  if (PieceRing::Takes(comm_, total, args) &&
       ring_.Apart(pieces, n, args.dtype)) {
     if (on_phase != nullptr) (*on_phase)(kind(), "ALLREDUCE");
     return ring_.Allreduce(comm_, pieces, n, args);
