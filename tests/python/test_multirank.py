@@ -199,7 +199,7 @@ def test_horovodrun_forwards_sigterm_to_every_rank(tmp_path):
             open("/proc/%d/stat" % pid).read().split()[2] == "Z", pid
 
 
-# Issue 4, section 3: allgather with empty ranks, half precision NaN/Inf,
+# Allgather with empty ranks, half precision NaN/Inf,
 # 10,000 tiny tensors a step for 50 steps (results checked every step,
 # resident memory growth under 10%). Over TCP the same with 20 steps.
 @pytest.mark.parametrize("transport,steps", [("shm", 50), ("tcp", 20)])

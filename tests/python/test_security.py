@@ -1,4 +1,4 @@
-"""Attacks on a job's rendezvous listener (issue 4, section 4). Rank 2
+"""Attacks on a job's rendezvous listener. Rank 2
 starts late, so rank 0 listens for a few seconds while clients with no key,
 a wrong key, a replayed handshake, malformed records (bad magic, rank >=
 size, a 0xFFFFFFFF length, truncated frames), a pickle that would create a

@@ -1,4 +1,4 @@
-"""Bad input and load (issue 4, section 3): allgather where some ranks have
+"""Bad input and load: allgather where some ranks have
 no rows, half precision with NaN and Inf, and many tiny tensors per step
 with flat resident memory. Raises on any wrong result.
 
