@@ -1,7 +1,8 @@
 """Fault injection at np=3 over TCP and over shared memory: a rank
 killed (SIGKILL) or stopped (SIGSTOP) in the middle of 64 MiB allreduces,
-while the others wait for it in negotiation, or while idle; a control connection dropped, delayed, truncated or reset by a proxy;
-the launcher killed; a rank that never starts. Every survivor must fail
+while the others wait for it in negotiation, or while idle; a control
+connection dropped, delayed, truncated or reset by a proxy; the launcher
+killed; a rank that never starts. Every survivor must fail
 within the bound the contract in docs/errors.md gives, and its last line
 must name the operation, the tensor and the rank at fault.
 
