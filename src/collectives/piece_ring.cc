@@ -26,26 +26,45 @@ bool PieceRing::Takes(const Communicator& comm, int64_t count,
          bytes >= comm.config().small_allreduce_bytes && args.prescale == 1.0;
 }
 
+namespace {
+
+// Sorts ranges by where they begin, in one pass when they come in address
+// order either way: tensors allocated one after another, submitted in that
+// order or (gradients, from the backward pass) in reverse.
+template <typename Range>
+void SortByBegin(std::vector<Range>* v) {
+  auto up = [](const Range& a, const Range& b) { return a.begin < b.begin; };
+  auto down = [](const Range& a, const Range& b) { return b.begin < a.begin; };
+  if (std::is_sorted(v->begin(), v->end(), up)) return;
+  if (std::is_sorted(v->begin(), v->end(), down))
+    std::reverse(v->begin(), v->end());
+  else
+    std::sort(v->begin(), v->end(), up);
+}
+
+}  // namespace
+
 bool PieceRing::Apart(const Piece* pieces, size_t n, DataType dtype) {
   const size_t esize = DataTypeSize(dtype);
-  ranges_.clear();
+  written_.clear();
+  read_.clear();
   for (size_t i = 0; i < n; ++i) {
     const Piece& p = pieces[i];
     if (p.count <= 0) continue;
     const size_t bytes = static_cast<size_t>(p.count) * esize;
     const auto data = reinterpret_cast<uintptr_t>(p.data);
-    ranges_.push_back({data, data + bytes, true});
+    written_.push_back({data, data + bytes, true});
     if (p.src != nullptr) {
       const auto src = reinterpret_cast<uintptr_t>(p.src);
-      ranges_.push_back({src, src + bytes, false});
+      read_.push_back({src, src + bytes, false});
     }
   }
-  auto by_begin = [](const Range& a, const Range& b) {
-    return a.begin < b.begin;
-  };
-  // Tensors allocated one after another usually come in address order.
-  if (!std::is_sorted(ranges_.begin(), ranges_.end(), by_begin))
-    std::sort(ranges_.begin(), ranges_.end(), by_begin);
+  SortByBegin(&written_);
+  SortByBegin(&read_);
+  ranges_.resize(written_.size() + read_.size());
+  std::merge(written_.begin(), written_.end(), read_.begin(), read_.end(),
+             ranges_.begin(),
+             [](const Range& a, const Range& b) { return a.begin < b.begin; });
   // Operands may overlap each other; a result may overlap nothing.
   uintptr_t written_end = 0, any_end = 0;
   for (const Range& r : ranges_) {

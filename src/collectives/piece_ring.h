@@ -59,12 +59,13 @@ class PieceRing {
   size_t esize_ = 0;
   std::vector<int64_t> offsets_;  // where each member's block starts
   std::vector<iovec> send_, recv_;
-  // Apart's address ranges: [begin, end) and whether it is written.
+  // Apart's address ranges: [begin, end) and whether it is written; the
+  // results', the operands', and both merged in address order.
   struct Range {
     uintptr_t begin, end;
     bool written;
   };
-  std::vector<Range> ranges_;
+  std::vector<Range> written_, read_, ranges_;
 };
 
 }  // namespace horovod

@@ -15,6 +15,7 @@
 #include <functional>
 #include <thread>
 
+#include "collectives/piece_ring.h"
 #include "collectives/reduce.h"
 #include "collectives/shm_collective_group.h"
 #include "collectives/tcp_group.h"
@@ -505,6 +506,39 @@ TEST_P(Collectives, AllreduceOverPiecesStreamingResults) {
                               Layout::kOverlap, Layout::kOneBufferUp})
           CheckPieces(n, count, t, ReduceOp::kSum, 0, 1.0, 0.5, layout);
   g_stream_bytes = ShmConfig().stream_bytes;
+}
+
+// PieceRing reduces a run where it lies only when no piece's result
+// overlaps another piece's result or operand, in whatever order the
+// pieces come.
+TEST(PieceRing, ApartOnlyWhenNoResultOverlapsAnythingElse) {
+  std::vector<float> buf(1000), other(1000);
+  float* b = buf.data();
+  auto run = [](std::vector<Piece> pieces) {
+    int64_t at = 0;
+    for (Piece& p : pieces) {
+      p.offset = at;
+      at += p.count;
+    }
+    PieceRing ring;
+    return ring.Apart(pieces.data(), pieces.size(), DataType::kFloat32);
+  };
+  // Carved from one buffer: in address order, reversed, shuffled.
+  EXPECT_TRUE(run({{b, 0, 10}, {b + 10, 0, 20}, {b + 30, 0, 5}}));
+  EXPECT_TRUE(run({{b + 30, 0, 5}, {b + 10, 0, 20}, {b, 0, 10}}));
+  EXPECT_TRUE(run({{b + 10, 0, 20}, {b + 30, 0, 5}, {b, 0, 10}}));
+  // Empty pieces take no memory.
+  EXPECT_TRUE(run({{b, 0, 10}, {b + 5, 0, 0}, {b + 10, 0, 1}}));
+  // The same tensor twice, and two views that share one element.
+  EXPECT_FALSE(run({{b, 0, 10}, {b + 10, 0, 20}, {b, 0, 10}}));
+  EXPECT_FALSE(run({{b + 20, 0, 10}, {b, 0, 21}}));
+  // Out of place: operands may share memory with each other, not with a
+  // result.
+  float* o = other.data();
+  EXPECT_TRUE(run({{b, 0, 10, o}, {b + 10, 0, 10, o}}));
+  EXPECT_TRUE(run({{b + 10, 0, 10, o + 10}, {b, 0, 10, o}}));
+  EXPECT_FALSE(run({{b, 0, 10, o}, {o + 5, 0, 10, o + 100}}));
+  EXPECT_FALSE(run({{b, 0, 10, b + 10}, {b + 10, 0, 10, o}}));
 }
 
 }  // namespace
