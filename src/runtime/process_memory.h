@@ -8,8 +8,8 @@
 // its heap and keeps freed memory for reuse, the trade a caching allocator
 // makes: the process keeps the memory of its peak.
 //
-// Process-wide and idempotent; thread-safe as glibc's mallopt. A no-op
-// where the C library is not glibc.
+// Process-wide, set by the first call; thread-safe. A no-op where the C
+// library is not glibc.
 #ifndef HOROVOD_RUNTIME_PROCESS_MEMORY_H_
 #define HOROVOD_RUNTIME_PROCESS_MEMORY_H_
 
