@@ -44,11 +44,20 @@ Status Communicator::SendRecvV(int dst, const iovec* send, size_t nsend,
                                chunk, on_chunk);
 }
 
+bool TakesRing(const Communicator& comm, int64_t count, DataType dtype) {
+  const int64_t bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
+  return comm.size() > 1 && count >= comm.size() &&
+         bytes >= comm.config().small_allreduce_bytes;
+}
+
+void RingBlocks(int64_t count, int n, std::vector<int64_t>* counts) {
+  counts->assign(static_cast<size_t>(n), count / n);
+  for (int i = 0; i < count % n; ++i) (*counts)[i] += 1;
+}
+
 Status Allreduce(Communicator& comm, void* buf, int64_t count, DataType dtype,
                  ReduceOp op, double postscale) {
-  int64_t bytes = count * static_cast<int64_t>(DataTypeSize(dtype));
-  if (comm.size() > 1 && count >= comm.size() &&
-      bytes >= comm.config().small_allreduce_bytes)
+  if (TakesRing(comm, count, dtype))
     return RingAllreduce(comm, buf, count, dtype, op, postscale);
   if (comm.size() > 1 && count > 0)
     HVD_RETURN_IF_ERROR(
@@ -92,8 +101,8 @@ Status RingReduceScatter(Communicator& comm, void* buf,
 Status RingAllreduce(Communicator& comm, void* buf, int64_t count,
                      DataType dtype, ReduceOp op, double postscale) {
   const int n = comm.size();
-  std::vector<int64_t> counts(n, count / n);
-  for (int i = 0; i < count % n; ++i) counts[i] += 1;
+  std::vector<int64_t> counts;
+  RingBlocks(count, n, &counts);
   HVD_RETURN_IF_ERROR(
       RingReduceScatter(comm, buf, counts, dtype, op, postscale));
   std::vector<int64_t> bytes(n);

@@ -24,6 +24,12 @@ std::vector<int64_t> Offsets(const std::vector<int64_t>& sizes);
 // scales each block in its last reduction instead of in a pass of its own.
 Status Allreduce(Communicator& comm, void* buf, int64_t count, DataType dtype,
                  ReduceOp op, double postscale = 1.0);
+// Whether Allreduce takes the ring for `count` elements (the same answer
+// on every member).
+bool TakesRing(const Communicator& comm, int64_t count, DataType dtype);
+// The ring's blocks of `count` elements: member i's is count / n elements,
+// one more for the first count % n; written to (*counts)[0, n).
+void RingBlocks(int64_t count, int n, std::vector<int64_t>* counts);
 Status RingAllreduce(Communicator& comm, void* buf, int64_t count,
                      DataType dtype, ReduceOp op, double postscale = 1.0);
 Status RecursiveDoublingAllreduce(Communicator& comm, void* buf, int64_t count,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/collectives.h"
 #include "collectives/reduce.h"
 
 namespace horovod {
@@ -21,9 +22,7 @@ struct Step {
 
 bool PieceRing::Takes(const Communicator& comm, int64_t count,
                       const ReduceArgs& args) {
-  const int64_t bytes = count * static_cast<int64_t>(DataTypeSize(args.dtype));
-  return comm.size() > 1 && count >= comm.size() &&
-         bytes >= comm.config().small_allreduce_bytes && args.prescale == 1.0;
+  return TakesRing(comm, count, args.dtype) && args.prescale == 1.0;
 }
 
 namespace {
@@ -88,32 +87,23 @@ size_t PieceRing::PieceAt(int64_t x) const {
 void PieceRing::Spans(int64_t begin, int64_t end, bool operand,
                       std::vector<iovec>* out) {
   out->clear();
-  for (size_t i = PieceAt(begin); i < n_ && pieces_[i].offset < end; ++i) {
-    const Piece& p = pieces_[i];
-    const int64_t from = std::max(begin, p.offset);
-    const int64_t to = std::min(end, p.offset + p.count);
-    if (to <= from) continue;
+  ForEachPart(begin, end, [&](const Piece& p, int64_t from, int64_t to) {
     const void* base = operand && p.src != nullptr ? p.src : p.data;
     out->push_back({const_cast<char*>(static_cast<const char*>(base)) +
                         (from - p.offset) * static_cast<int64_t>(esize_),
                     static_cast<size_t>(to - from) * esize_});
-  }
+  });
 }
 
 void PieceRing::ReduceIn(int64_t x, int64_t count, const char* incoming,
                          const ReduceArgs& args, double factor) {
-  const int64_t end = x + count;
-  for (size_t i = PieceAt(x); i < n_ && pieces_[i].offset < end; ++i) {
-    const Piece& p = pieces_[i];
-    const int64_t from = std::max(x, p.offset);
-    const int64_t to = std::min(end, p.offset + p.count);
-    if (to <= from) continue;
+  ForEachPart(x, x + count, [&](const Piece& p, int64_t from, int64_t to) {
     const int64_t at = (from - p.offset) * static_cast<int64_t>(esize_);
     const char* a = static_cast<const char*>(p.src != nullptr ? p.src : p.data);
     ReduceOfScaled(static_cast<char*>(p.data) + at, nullptr, a + at,
                    incoming + (from - x) * static_cast<int64_t>(esize_),
                    to - from, args.dtype, args.op, factor);
-  }
+  });
 }
 
 Status PieceRing::Allreduce(Communicator& comm, const Piece* pieces, size_t n,
@@ -123,11 +113,10 @@ Status PieceRing::Allreduce(Communicator& comm, const Piece* pieces, size_t n,
   esize_ = DataTypeSize(args.dtype);
   const int size = comm.size(), r = comm.rank();
   const int64_t count = n == 0 ? 0 : pieces[n - 1].offset + pieces[n - 1].count;
-  // RingAllreduce's blocks: the first count % size members one longer.
+  RingBlocks(count, size, &counts_);  // RingAllreduce's blocks
   offsets_.resize(static_cast<size_t>(size) + 1);
   offsets_[0] = 0;
-  for (int i = 0; i < size; ++i)
-    offsets_[i + 1] = offsets_[i] + count / size + (i < count % size ? 1 : 0);
+  for (int i = 0; i < size; ++i) offsets_[i + 1] = offsets_[i] + counts_[i];
   auto block = [&](int b) { return offsets_[b + 1] - offsets_[b]; };
   char* incoming = comm.scratch(static_cast<size_t>(block(0)) * esize_);
   size_t chunk = static_cast<size_t>(comm.config().ring_chunk_bytes);
