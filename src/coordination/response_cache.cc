@@ -1,5 +1,7 @@
 #include "coordination/response_cache.h"
 
+#include <algorithm>
+
 namespace horovod {
 namespace {
 
@@ -70,17 +72,19 @@ void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
     if (!SameParams(e.response, r, i)) {
       AssignSingle(r, i, &e.response);
       e.changed_at = epoch;
+      ++version_;
     }
-    e.last_use = clock_;
+    last_use_[slot] = clock_;
     return;
   }
   if (entries_.size() < static_cast<size_t>(capacity_)) {
     slot = static_cast<uint32_t>(entries_.size());
     entries_.emplace_back();
+    last_use_.push_back(0);
   } else {
-    slot = 0;
-    for (uint32_t i = 1; i < entries_.size(); ++i)
-      if (entries_[i].last_use < entries_[slot].last_use) slot = i;
+    slot = static_cast<uint32_t>(
+        std::min_element(last_use_.begin(), last_use_.end()) -
+        last_use_.begin());
     Entry& old = entries_[slot];
     index_.erase(TensorKey(old.response.process_set, old.response.names[0]));
   }
@@ -88,7 +92,8 @@ void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
   e.used = true;
   AssignSingle(r, i, &e.response);
   e.changed_at = epoch;
-  e.last_use = clock_;
+  ++version_;
+  last_use_[slot] = clock_;
   index_[key] = slot;
 }
 
@@ -117,7 +122,7 @@ bool ResponseCache::Refresh(uint32_t slot, const Response& r, size_t i) {
     return false;
   // Exactly what Put does for an unchanged entry, so caches that took
   // either way stay identical.
-  e.last_use = ++clock_;
+  last_use_[slot] = ++clock_;
   return true;
 }
 

@@ -47,7 +47,10 @@ class ResponseCache {
   bool Refresh(uint32_t slot, const Response& r, size_t i);
   // Refresh for a slot whose entry the caller took from this cache (Get)
   // and that nothing replaced since: nothing to compare.
-  void Touch(uint32_t slot) { entries_[slot].last_use = ++clock_; }
+  void Touch(uint32_t slot) { last_use_[slot] = ++clock_; }
+  // Counts changes of content (an entry inserted, replaced or changed):
+  // what was read from the cache while it stayed the same still holds.
+  uint64_t version() const { return version_; }
   // Reconstructs the request a hit on `slot` stands for.
   Request ToRequest(uint32_t slot, int rank) const;
   static bool Cacheable(const Response& r);
@@ -63,11 +66,14 @@ class ResponseCache {
     bool used = false;
     Response response;
     uint64_t changed_at = 0;
-    uint64_t last_use = 0;
   };
   int capacity_;
   uint64_t clock_ = 0;
+  uint64_t version_ = 0;
   std::vector<Entry> entries_;
+  // Each entry's last use, by slot, apart from the entries: a steady
+  // round touches every slot it ran, and these stay a few cache lines.
+  std::vector<uint64_t> last_use_;
   std::unordered_map<std::string, uint32_t> index_;
   mutable std::string key_;  // SlotOf's lookups, reused
 };

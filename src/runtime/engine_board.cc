@@ -170,6 +170,17 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   board_news_ = false;
 }
 
+bool EngineImpl::SameRoundAsLast(const ReadyBoard::Result& result) const {
+  if (!last_round_.valid || last_round_.cache_version != cache_.version() ||
+      last_round_.fusion_threshold != result.fusion_threshold ||
+      last_round_.slots != result.slots)
+    return false;
+  for (size_t k = 0; k < result.slots.size(); ++k)
+    if ((result.carried_bytes[k] > 0) != (last_round_.target[k] < 0))
+      return false;
+  return true;
+}
+
 Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   // The agreed slots are a subset of what we posted, both ascending. Their
   // records are claimed at once and run by address, never looked up by
@@ -190,21 +201,38 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
     agreed_.push_back(offers_[posted_[p]].tensor);
   }
   queue_.Claim(agreed_.data(), agreed_.size(), &claimed_);
-  board_bytes_.clear();
-  board_counts_.clear();
   // The entries run by address: names are copied only to be traced.
   const bool traced = timeline_.active();
+  // A round agreeing on the slots of the last one, while the cache kept
+  // its content, fuses them the same way: the last round's responses
+  // stand, and no cache entry is read per tensor.
+  const bool again = !traced && SameRoundAsLast(result);
+  if (again) {
+    for (size_t t = 0; t < board_counts_.size(); ++t) board_entries_[t].clear();
+  } else {
+    board_bytes_.clear();
+    board_counts_.clear();
+    last_round_.target.clear();
+  }
   for (size_t k = 0; k < result.slots.size(); ++k) {
     const uint32_t slot = result.slots[k];
-    const Response& c = cache_.Get(slot);
-    if (traced) timeline_.OpStart(c.names[0], UpperOpName(c.op));
     if (result.carried_bytes[k] > 0) {
+      const Response& c = cache_.Get(slot);
+      if (traced) timeline_.OpStart(c.names[0], UpperOpName(c.op));
       executor_->ReduceCopies(
           c, claimed_[k], &result.payloads[k * result.members], result.members);
       if (traced) timeline_.OpEnd(c.names[0]);
       cache_.Touch(slot);
+      if (!again) last_round_.target.push_back(-1);
       continue;
     }
+    if (again) {
+      board_entries_[static_cast<size_t>(last_round_.target[k])].push_back(
+          claimed_[k]);
+      continue;
+    }
+    const Response& c = cache_.Get(slot);
+    if (traced) timeline_.OpStart(c.names[0], UpperOpName(c.op));
     const int64_t bytes = TensorBytes(c.dtype, c.shapes[0]);
     int t = FusionTarget(board_responses_, board_bytes_, c, bytes,
                          result.fusion_threshold);
@@ -213,11 +241,13 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       if (board_responses_.size() <= static_cast<size_t>(t)) {
         board_responses_.emplace_back();
         board_entries_.emplace_back();
+        board_elements_.emplace_back();
       }
       // Never grouped (BoardEligible): no groups to keep.
       AssignParams(&board_responses_[t], c);
       board_responses_[t].groups.clear();
       board_entries_[t].clear();
+      board_elements_[t].clear();
       board_bytes_.push_back(0);
       board_counts_.push_back(0);
     }
@@ -228,10 +258,21 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       PlaceShape(&board_responses_[t], board_counts_[t]++, c, slot,
                  &board_spares_);
     board_entries_[t].push_back(claimed_[k]);
+    board_elements_[t].push_back(bytes /
+                                 static_cast<int64_t>(DataTypeSize(c.dtype)));
     board_bytes_[t] += bytes;
+    last_round_.target.push_back(t);
   }
-  for (size_t t = 0; t < board_counts_.size(); ++t)
-    TrimTensors(&board_responses_[t], board_counts_[t], &board_spares_);
+  if (!again) {
+    for (size_t t = 0; t < board_counts_.size(); ++t)
+      TrimTensors(&board_responses_[t], board_counts_[t], &board_spares_);
+    // A traced round's responses carry names, which an untraced one
+    // would not refill.
+    last_round_.valid = !traced;
+    last_round_.slots = result.slots;
+    last_round_.cache_version = cache_.version();
+    last_round_.fusion_threshold = result.fusion_threshold;
+  }
   kept_.clear();
   for (size_t i = 0; i < offers_.size(); ++i)
     if (!taken_[i]) kept_.push_back(offers_[i]);
@@ -244,7 +285,8 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
         if (e != nullptr) executor_->Abandon(e);
       continue;
     }
-    st = executor_->AllreduceEntries(r, board_entries_[t].data());
+    st = executor_->AllreduceEntries(r, board_entries_[t].data(),
+                                     board_elements_[t].data());
     if (traced)
       for (const std::string& name : r.names) timeline_.OpEnd(name);
     // Every tensor came from its slot's entry this round.

@@ -305,6 +305,9 @@ class EngineImpl {
   // has passed.
   void BoardPost(RequestList* list, Clock::time_point now, bool eager);
   Status ExecuteBoard(const ReadyBoard::Result& result);
+  // Whether `result` agrees on last_round_'s slots, carried alike, with
+  // the cache unchanged since (ExecuteBoard may then fuse as it did).
+  bool SameRoundAsLast(const ReadyBoard::Result& result) const;
   // posted_ = the indices of offers_, ascending by slot.
   void OrderOffersBySlot();
   // Milliseconds until the boards need the loop: 0 on BoardNews, else when
@@ -439,6 +442,18 @@ class EngineImpl {
   std::vector<QueuedTensor*> agreed_;
   std::vector<TensorEntry*> claimed_;
   std::vector<std::vector<TensorEntry*>> board_entries_;
+  // Each fused response's tensors' element counts, as board_entries_.
+  std::vector<std::vector<int64_t>> board_elements_;
+  // What the last round agreed on and how it fused them: per agreed slot,
+  // the index of its fused response (-1: carried on the board).
+  struct BoardRound {
+    bool valid = false;
+    std::vector<uint32_t> slots;
+    std::vector<int> target;
+    uint64_t cache_version = 0;
+    int64_t fusion_threshold = 0;
+  };
+  BoardRound last_round_;
   std::atomic<uint64_t> auto_name_counter_[8] = {};
 };
 

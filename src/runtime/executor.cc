@@ -289,11 +289,12 @@ void Executor::ReduceCopies(const Response& r, TensorEntry* entry,
 }
 
 Status Executor::AllreduceEntries(const Response& r,
-                                  TensorEntry* const* entries) {
+                                  TensorEntry* const* entries,
+                                  const int64_t* counts) {
   Plan* plan;
   HVD_RETURN_IF_ERROR(PlanFor(r.process_set, &plan));
   if (plan == nullptr) return Status::OK();  // not ours to run
-  return Allreduce(r, *plan, entries);
+  return Allreduce(r, *plan, entries, counts);
 }
 
 Status Executor::Allreduce(const Response& r, Plan& plan) {
@@ -304,24 +305,28 @@ Status Executor::Allreduce(const Response& r, Plan& plan) {
 }
 
 Status Executor::Allreduce(const Response& r, Plan& plan,
-                           TensorEntry* const* entries) {
+                           TensorEntry* const* entries, const int64_t* counts) {
   const size_t n = r.shapes.size();  // the board's may come without names
   const size_t esize = DataTypeSize(r.dtype);
+  counts_.clear();
+  if (counts != nullptr)
+    counts_.assign(counts, counts + n);
+  else
+    for (size_t i = 0; i < n; ++i) counts_.push_back(Product(r.shapes[i]));
   // A joined rank contributes zeros for the tensors it lacks, each in its
   // own stretch (they may be reduced into, so they must not overlap).
   int64_t missing = 0;
   for (size_t i = 0; i < n; ++i)
-    if (entries[i] == nullptr) missing += Product(r.shapes[i]);
+    if (entries[i] == nullptr) missing += counts_[i];
   char* zeros = nullptr;
   if (missing > 0) {
     zeros = zeros_.Get(static_cast<size_t>(missing) * esize);
     std::memset(zeros, 0, static_cast<size_t>(missing) * esize);
   }
   pieces_.clear();
-  counts_.clear();
   int64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
-    const int64_t count = Product(r.shapes[i]);
+    const int64_t count = counts_[i];
     if (entries[i] != nullptr)
       pieces_.push_back(
           {entries[i]->tensor.data, offset, count, entries[i]->tensor.input});
@@ -329,7 +334,6 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
       pieces_.push_back({zeros, offset, count});
       zeros += count * esize;
     }
-    counts_.push_back(count);
     offset += count;
   }
   ReduceArgs args{r.dtype, r.reduce_op, r.prescale, r.postscale};

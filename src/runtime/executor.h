@@ -74,8 +74,10 @@ class Executor {
   // (by address, not by name): entries[i] is tensor i's (null: this rank
   // has none, it contributes zeros). Completes their handles. `r`'s
   // tensors are its shapes; its names may be left empty (they are read
-  // only for the timeline).
-  Status AllreduceEntries(const Response& r, TensorEntry* const* entries);
+  // only for the timeline). `counts`, when given, holds each tensor's
+  // number of elements (its shape's product), which spares reading them.
+  Status AllreduceEntries(const Response& r, TensorEntry* const* entries,
+                          const int64_t* counts = nullptr);
   // Completes allreduce `r` (one tensor of process set 0, entry `e`; null:
   // none here) without a collective: copies[m] holds member m's operand,
   // already prescaled. They are reduced in member order, so every member
@@ -117,7 +119,8 @@ class Executor {
 
   // Takes the response's entries, reduces them, completes them.
   Status Allreduce(const Response& r, Plan& plan);
-  Status Allreduce(const Response& r, Plan& plan, TensorEntry* const* entries);
+  Status Allreduce(const Response& r, Plan& plan, TensorEntry* const* entries,
+                   const int64_t* counts = nullptr);
   Status Allgather(const Response& r, CollectiveGroup& g);
   Status Broadcast(const Response& r, CollectiveGroup& g);
   Status Alltoall(const Response& r, CollectiveGroup& g);

@@ -442,6 +442,44 @@ TEST(ResponseCache, EvictsLeastRecentlyUsed) {
   EXPECT_GE(cache.Find(Ar(0, "c", {1})), 0);
 }
 
+// The version counts changes of content only: what was read from the
+// cache holds while it stays the same.
+TEST(ResponseCache, VersionMovesWhenContentChangesOnly) {
+  ResponseCache cache(2);
+  Response r;
+  r.op = Op::kAllreduce;
+  r.shapes = {{1}};
+  uint64_t v = cache.version();
+  auto changed = [&] {
+    const bool moved = cache.version() != v;
+    v = cache.version();
+    return moved;
+  };
+  r.names = {"a"};
+  cache.Put(r, 0, 1);
+  EXPECT_TRUE(changed()) << "insert";
+  cache.Put(r, 0, 2);
+  EXPECT_FALSE(changed()) << "the same again";
+  const int a = cache.FindTensor(r, 0);
+  ASSERT_GE(a, 0);
+  EXPECT_TRUE(cache.Refresh(static_cast<uint32_t>(a), r, 0));
+  cache.Touch(static_cast<uint32_t>(a));
+  EXPECT_FALSE(changed()) << "refresh, touch";
+  r.shapes = {{2}};
+  cache.Put(r, 0, 3);
+  EXPECT_TRUE(changed()) << "a's shape";
+  r.reduce_op = ReduceOp::kMax;
+  cache.Put(r, 0, 4);
+  EXPECT_TRUE(changed()) << "a's op";
+  r.names = {"b"};
+  cache.Put(r, 0, 5);
+  EXPECT_TRUE(changed()) << "insert b";
+  r.names = {"c"};
+  cache.Put(r, 0, 6);  // evicts a
+  EXPECT_TRUE(changed()) << "evict";
+  EXPECT_GE(cache.FindTensor(r, 0), 0);
+}
+
 // Executing a response that travelled as slots refreshes the slots instead
 // of putting each tensor again. Whatever happens to a slot earlier in the
 // same list (here an eviction), the cache must end as Put would leave it,

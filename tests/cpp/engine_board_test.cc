@@ -120,6 +120,69 @@ TEST(Engine, ReadyBoardStepsGiveExactResults) { CheckBoardSteps(3); }
 // as it is posted, instead of through its coordinator.
 TEST(Engine, AOneRankJobAgreesOnABoardOfItsOwn) { CheckBoardSteps(1); }
 
+// Board rounds that agree on the same slots as the board round before
+// reuse its fusion; cached tensors that changed in between (their shapes,
+// then their op, refiled in their slots by rank 0) must not run as they
+// were. Each phase's first step goes through rank 0, the rest on the
+// board; every step's results are exact.
+TEST(Engine, BoardRoundsFollowTensorsThatChanged) {
+  struct Phase {
+    int64_t x_count;  // y has 2000 more
+    ReduceOp x_op;    // and y's
+  };
+  const std::vector<Phase> phases = {{5000, ReduceOp::kSum},
+                                     {6000, ReduceOp::kSum},
+                                     {6000, ReduceOp::kAverage},
+                                     {5000, ReduceOp::kAverage}};
+  const int steps = 4;
+  const std::vector<std::string> failures = RunRanks(2, [&](Engine* e, int r,
+                                                            std::string* fail) {
+    const EngineMetrics m0 = e->Metrics();
+    for (size_t p = 0; p < phases.size(); ++p)
+      for (int s = 0; s < steps; ++s) {
+        std::vector<float> x(phases[p].x_count, float(r + 1 + s));
+        const int64_t y_count = phases[p].x_count + 2000;
+        std::vector<float> y(y_count, float(r + 1));
+        Handle hx, hy;
+        CollectiveArgs args;
+        args.name = "changes.x";
+        args.op = phases[p].x_op;
+        const bool sent =
+            e->Allreduce({x.data(), DataType::kFloat32, {phases[p].x_count}},
+                         args, &hx)
+                .ok();
+        args.name = "changes.y";
+        if (!sent ||
+            !e->Allreduce({y.data(), DataType::kFloat32, {y_count}}, args, &hy)
+                 .ok() ||
+            !hx.Wait(30).ok() || !hy.Wait(30).ok()) {
+          *fail +=
+              "phase " + std::to_string(p) + " step " + std::to_string(s) + ";";
+          continue;
+        }
+        const float sum = float(3 + 2 * s);
+        const float want = phases[p].x_op == ReduceOp::kSum ? sum : sum / 2;
+        for (size_t i = 0; i < x.size(); ++i)
+          if (x[i] != want) {
+            *fail += "phase " + std::to_string(p) + " step " +
+                     std::to_string(s) + " x[" + std::to_string(i) +
+                     "] = " + std::to_string(x[i]) + ";";
+            break;
+          }
+        const float y_want = phases[p].x_op == ReduceOp::kSum ? 3.f : 1.5f;
+        if (std::count(y.begin(), y.end(), y_want) != y_count)
+          *fail += "phase " + std::to_string(p) + " step " + std::to_string(s) +
+                   " y;";
+      }
+    // Most steps agreed on the board (a phase's first goes by rank 0).
+    if (r == 0 && e->Metrics().cache_hits - m0.cache_hits <
+                      uint64_t(2 * phases.size() * (steps - 2)))
+      *fail += "rank 0 agreed too little on the board;";
+    if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+  });
+  ExpectEveryRankOk(failures);
+}
+
 // A rank that posted its board round first waits on its doorbell until the
 // peer posts 5 ms later; peers ring only a sleeping loop, and a spinning
 // one sees the post itself. Returns each rank's median wait in ms: a post
