@@ -170,22 +170,46 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   board_news_ = false;
 }
 
-bool EngineImpl::SameRoundAsLast(const ReadyBoard::Result& result) const {
-  if (!last_round_.valid || last_round_.cache_version != cache_.version() ||
-      last_round_.fusion_threshold != result.fusion_threshold ||
-      last_round_.slots != result.slots)
-    return false;
-  for (size_t k = 0; k < result.slots.size(); ++k)
-    if ((result.carried_bytes[k] > 0) != (last_round_.target[k] < 0))
-      return false;
-  return true;
+EngineImpl::BoardFusion& EngineImpl::FusionFor(const ReadyBoard::Result& result,
+                                               bool traced, bool* again) {
+  *again = false;
+  BoardFusion* pick = &fusions_[0];
+  for (BoardFusion& f : fusions_) {
+    if (!traced && f.valid && f.cache_version == cache_.version() &&
+        f.fusion_threshold == result.fusion_threshold &&
+        f.slots == result.slots) {
+      *again = true;
+      for (size_t k = 0; k < result.slots.size() && *again; ++k)
+        *again = (result.carried_bytes[k] > 0) == (f.target[k] < 0);
+      if (*again) {
+        pick = &f;
+        break;
+      }
+    }
+    if (f.last_use < pick->last_use) pick = &f;
+  }
+  pick->last_use = ++fusion_clock_;
+  if (*again) {
+    for (size_t t = 0; t < pick->counts.size(); ++t) pick->entries[t].clear();
+    return *pick;
+  }
+  pick->counts.clear();
+  pick->bytes.clear();
+  pick->target.clear();
+  // A traced round's responses carry names, which an untraced one would
+  // not refill.
+  pick->valid = !traced;
+  pick->slots = result.slots;
+  pick->cache_version = cache_.version();
+  pick->fusion_threshold = result.fusion_threshold;
+  return *pick;
 }
 
 Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   // The agreed slots are a subset of what we posted, both ascending. Their
   // records are claimed at once and run by address, never looked up by
-  // name. The fused responses reuse board_responses_ from earlier rounds;
-  // the first board_bytes_.size() are this round's, board_counts_ tensors
+  // name. The fused responses are a BoardFusion's: the first
+  // f.counts.size() of its responses are this round's, f.counts[t] tensors
   // each.
   agreed_.clear();
   taken_.assign(offers_.size(), 0);
@@ -203,17 +227,8 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   queue_.Claim(agreed_.data(), agreed_.size(), &claimed_);
   // The entries run by address: names are copied only to be traced.
   const bool traced = timeline_.active();
-  // A round agreeing on the slots of the last one, while the cache kept
-  // its content, fuses them the same way: the last round's responses
-  // stand, and no cache entry is read per tensor.
-  const bool again = !traced && SameRoundAsLast(result);
-  if (again) {
-    for (size_t t = 0; t < board_counts_.size(); ++t) board_entries_[t].clear();
-  } else {
-    board_bytes_.clear();
-    board_counts_.clear();
-    last_round_.target.clear();
-  }
+  bool again;
+  BoardFusion& f = FusionFor(result, traced, &again);
   for (size_t k = 0; k < result.slots.size(); ++k) {
     const uint32_t slot = result.slots[k];
     if (result.carried_bytes[k] > 0) {
@@ -223,70 +238,60 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
           c, claimed_[k], &result.payloads[k * result.members], result.members);
       if (traced) timeline_.OpEnd(c.names[0]);
       cache_.Touch(slot);
-      if (!again) last_round_.target.push_back(-1);
+      if (!again) f.target.push_back(-1);
       continue;
     }
     if (again) {
-      board_entries_[static_cast<size_t>(last_round_.target[k])].push_back(
-          claimed_[k]);
+      f.entries[static_cast<size_t>(f.target[k])].push_back(claimed_[k]);
       continue;
     }
     const Response& c = cache_.Get(slot);
     if (traced) timeline_.OpStart(c.names[0], UpperOpName(c.op));
     const int64_t bytes = TensorBytes(c.dtype, c.shapes[0]);
-    int t = FusionTarget(board_responses_, board_bytes_, c, bytes,
-                         result.fusion_threshold);
+    int t =
+        FusionTarget(f.responses, f.bytes, c, bytes, result.fusion_threshold);
     if (t < 0) {
-      t = static_cast<int>(board_bytes_.size());
-      if (board_responses_.size() <= static_cast<size_t>(t)) {
-        board_responses_.emplace_back();
-        board_entries_.emplace_back();
-        board_elements_.emplace_back();
+      t = static_cast<int>(f.bytes.size());
+      if (f.responses.size() <= static_cast<size_t>(t)) {
+        f.responses.emplace_back();
+        f.entries.emplace_back();
+        f.elements.emplace_back();
       }
       // Never grouped (BoardEligible): no groups to keep.
-      AssignParams(&board_responses_[t], c);
-      board_responses_[t].groups.clear();
-      board_entries_[t].clear();
-      board_elements_[t].clear();
-      board_bytes_.push_back(0);
-      board_counts_.push_back(0);
+      AssignParams(&f.responses[t], c);
+      f.responses[t].groups.clear();
+      f.entries[t].clear();
+      f.elements[t].clear();
+      f.bytes.push_back(0);
+      f.counts.push_back(0);
     }
     if (traced)
-      PlaceTensor(&board_responses_[t], board_counts_[t]++, c, slot,
-                  &board_spares_);
+      PlaceTensor(&f.responses[t], f.counts[t]++, c, slot, &board_spares_);
     else
-      PlaceShape(&board_responses_[t], board_counts_[t]++, c, slot,
-                 &board_spares_);
-    board_entries_[t].push_back(claimed_[k]);
-    board_elements_[t].push_back(bytes /
-                                 static_cast<int64_t>(DataTypeSize(c.dtype)));
-    board_bytes_[t] += bytes;
-    last_round_.target.push_back(t);
+      PlaceShape(&f.responses[t], f.counts[t]++, c, slot, &board_spares_);
+    f.entries[t].push_back(claimed_[k]);
+    f.elements[t].push_back(bytes /
+                            static_cast<int64_t>(DataTypeSize(c.dtype)));
+    f.bytes[t] += bytes;
+    f.target.push_back(t);
   }
-  if (!again) {
-    for (size_t t = 0; t < board_counts_.size(); ++t)
-      TrimTensors(&board_responses_[t], board_counts_[t], &board_spares_);
-    // A traced round's responses carry names, which an untraced one
-    // would not refill.
-    last_round_.valid = !traced;
-    last_round_.slots = result.slots;
-    last_round_.cache_version = cache_.version();
-    last_round_.fusion_threshold = result.fusion_threshold;
-  }
+  if (!again)
+    for (size_t t = 0; t < f.counts.size(); ++t)
+      TrimTensors(&f.responses[t], f.counts[t], &board_spares_);
   kept_.clear();
   for (size_t i = 0; i < offers_.size(); ++i)
     if (!taken_[i]) kept_.push_back(offers_[i]);
   offers_.swap(kept_);
   Status st;
-  for (size_t t = 0; t < board_counts_.size(); ++t) {
-    const Response& r = board_responses_[t];
+  for (size_t t = 0; t < f.counts.size(); ++t) {
+    const Response& r = f.responses[t];
     if (!st.ok()) {  // the job failed: these never ran
-      for (TensorEntry* e : board_entries_[t])
+      for (TensorEntry* e : f.entries[t])
         if (e != nullptr) executor_->Abandon(e);
       continue;
     }
-    st = executor_->AllreduceEntries(r, board_entries_[t].data(),
-                                     board_elements_[t].data());
+    st = executor_->AllreduceEntries(r, f.entries[t].data(),
+                                     f.elements[t].data());
     if (traced)
       for (const std::string& name : r.names) timeline_.OpEnd(name);
     // Every tensor came from its slot's entry this round.

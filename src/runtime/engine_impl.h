@@ -305,9 +305,11 @@ class EngineImpl {
   // has passed.
   void BoardPost(RequestList* list, Clock::time_point now, bool eager);
   Status ExecuteBoard(const ReadyBoard::Result& result);
-  // Whether `result` agrees on last_round_'s slots, carried alike, with
-  // the cache unchanged since (ExecuteBoard may then fuse as it did).
-  bool SameRoundAsLast(const ReadyBoard::Result& result) const;
+  // The fusion to run `result` with: one built for the same round, with
+  // `*again` set, or the least recently used one, emptied.
+  struct BoardFusion;
+  BoardFusion& FusionFor(const ReadyBoard::Result& result, bool traced,
+                         bool* again);
   // posted_ = the indices of offers_, ascending by slot.
   void OrderOffersBySlot();
   // Milliseconds until the boards need the loop: 0 on BoardNews, else when
@@ -426,10 +428,7 @@ class EngineImpl {
   std::vector<uint32_t> slot_starts_;  // OrderOffersBySlot's counts, reused
   std::vector<ReadyBoard::Offer> post_;
   ReadyBoard::Result board_result_;
-  std::vector<Response> board_responses_;  // see ExecuteBoard
-  TensorSpares board_spares_;              // what board responses shed
-  std::vector<int64_t> board_bytes_;
-  std::vector<size_t> board_counts_;
+  TensorSpares board_spares_;                 // what board responses shed
   std::vector<QueuedTensor*> fresh_;          // CollectRequests' intake, reused
   std::vector<QueuedTensor*> named_by_slot_;  // and its hits, to file
   // Response lists refilled in place from step to step: the one a worker
@@ -441,19 +440,30 @@ class EngineImpl {
   // once claimed (null: no longer queued); each fused response's share.
   std::vector<QueuedTensor*> agreed_;
   std::vector<TensorEntry*> claimed_;
-  std::vector<std::vector<TensorEntry*>> board_entries_;
-  // Each fused response's tensors' element counts, as board_entries_.
-  std::vector<std::vector<int64_t>> board_elements_;
-  // What the last round agreed on and how it fused them: per agreed slot,
-  // the index of its fused response (-1: carried on the board).
-  struct BoardRound {
-    bool valid = false;
+  // How ExecuteBoard fused a round's agreed slots: the fused responses
+  // (storage reused from round to round), each one's number of tensors,
+  // bytes, entries and element counts; and what they were built from, so
+  // that a round agreeing on the same slots, carried alike, with the
+  // cache's content unchanged, runs them again without reading the cache
+  // per tensor.
+  struct BoardFusion {
+    std::vector<Response> responses;
+    std::vector<size_t> counts;
+    std::vector<int64_t> bytes;
+    std::vector<std::vector<TensorEntry*>> entries;
+    std::vector<std::vector<int64_t>> elements;
     std::vector<uint32_t> slots;
-    std::vector<int> target;
+    std::vector<int> target;  // per agreed slot: its response (-1: carried)
+    bool valid = false;       // false while traced (names not refilled)
     uint64_t cache_version = 0;
     int64_t fusion_threshold = 0;
+    uint64_t last_use = 0;
   };
-  BoardRound last_round_;
+  // A few: a step's rounds may differ (a model's gradients, then a
+  // metric's scalars), and each keeps its own.
+  static constexpr size_t kBoardFusions = 4;
+  std::vector<BoardFusion> fusions_ = std::vector<BoardFusion>(kBoardFusions);
+  uint64_t fusion_clock_ = 0;
   std::atomic<uint64_t> auto_name_counter_[8] = {};
 };
 

@@ -124,7 +124,8 @@ TEST(Engine, AOneRankJobAgreesOnABoardOfItsOwn) { CheckBoardSteps(1); }
 // reuse its fusion; cached tensors that changed in between (their shapes,
 // then their op, refiled in their slots by rank 0) must not run as they
 // were. Each phase's first step goes through rank 0, the rest on the
-// board; every step's results are exact.
+// board, with a scalar's round between steps; every step's results are
+// exact.
 TEST(Engine, BoardRoundsFollowTensorsThatChanged) {
   struct Phase {
     int64_t x_count;  // y has 2000 more
@@ -173,6 +174,14 @@ TEST(Engine, BoardRoundsFollowTensorsThatChanged) {
         if (std::count(y.begin(), y.end(), y_want) != y_count)
           *fail += "phase " + std::to_string(p) + " step " + std::to_string(s) +
                    " y;";
+        // A round of its own between steps, carried on the board.
+        float one = 1;
+        Handle h1;
+        args.name = "changes.scalar";
+        args.op = ReduceOp::kSum;
+        if (!e->Allreduce({&one, DataType::kFloat32, {1}}, args, &h1).ok() ||
+            !h1.Wait(30).ok() || one != 2)
+          *fail += "scalar;";
       }
     // Most steps agreed on the board (a phase's first goes by rank 0).
     if (r == 0 && e->Metrics().cache_hits - m0.cache_hits <
