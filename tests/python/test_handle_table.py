@@ -197,5 +197,21 @@ def test_allreduce_async_function_files_or_falls_back():
         want.update(kwargs)
         assert got == tuple(want.values()), (kwargs, got)
     assert exported[-1] is strided  # exported, found strided, passed on
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         f(a, name="x", bogus=1)
+    # Arguments bind as Python binds them: a keyword built at run time (not
+    # interned) still names its parameter; a parameter given twice, a
+    # missing tensor or too many positional arguments are TypeErrors.
+    built = "".join(["na", "me"])
+    with pytest.raises(ValueError, match="not been initialized"):
+        f(a, **{built: "x"})
+    assert len(exported) == len(filed) + 3 and not fell_back
+    with pytest.raises(TypeError, match="multiple values for argument 'name'"):
+        f(a, None, "x", name="y")
+    with pytest.raises(TypeError, match="missing required argument 'tensor'"):
+        f(name="x")
+    with pytest.raises(TypeError, match="at most 7 positional"):
+        f(a, None, "x", 1, 1.0, 1.0, everyone, 0)
+    assert f(tensor=a, average=True) == "fallback"
+    assert fell_back.pop() == (a, True, None, None, 1.0, 1.0, everyone)
+    assert not fell_back
