@@ -454,7 +454,7 @@ class EngineImpl {
     std::vector<std::vector<int64_t>> elements;
     std::vector<uint32_t> slots;
     std::vector<int> target;  // per agreed slot: its response (-1: carried)
-    bool valid = false;       // false while traced (names not refilled)
+    bool valid = false;       // false: built by a traced round (names)
     uint64_t cache_version = 0;
     int64_t fusion_threshold = 0;
     uint64_t last_use = 0;
