@@ -20,6 +20,7 @@
 #include <horovod/status.h>
 #include <horovod/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -41,6 +42,22 @@ struct Piece {
   // `data` (which is then not read before it is written). Null: in place.
   const void* src = nullptr;
 };
+
+// Calls fn(piece, from, to) for each of pieces[0, n)'s non-empty share
+// [from, to) of the run's elements [begin, end), in order (run offsets).
+template <typename Fn>
+void ForEachPieceIn(const Piece* pieces, size_t n, int64_t begin, int64_t end,
+                    Fn&& fn) {
+  // The first piece that ends past `begin`.
+  const Piece* p = std::partition_point(
+      pieces, pieces + n,
+      [begin](const Piece& q) { return q.offset + q.count <= begin; });
+  for (; p < pieces + n && p->offset < end; ++p) {
+    const int64_t from = std::max(begin, p->offset);
+    const int64_t to = std::min(end, p->offset + p->count);
+    if (to > from) fn(*p, from, to);
+  }
+}
 
 // How an allreduce combines and scales. op: Sum, Min, Max or Product
 // (Average is Sum with postscale 1/size; Adasum runs point to point, see

@@ -74,36 +74,29 @@ bool PieceRing::Apart(const Piece* pieces, size_t n, DataType dtype) {
   return true;
 }
 
-size_t PieceRing::PieceAt(int64_t x) const {
-  const Piece* end = pieces_ + n_;
-  return static_cast<size_t>(std::partition_point(pieces_, end,
-                                                  [x](const Piece& p) {
-                                                    return p.offset + p.count <=
-                                                           x;
-                                                  }) -
-                             pieces_);
-}
-
 void PieceRing::Spans(int64_t begin, int64_t end, bool operand,
                       std::vector<iovec>* out) {
   out->clear();
-  ForEachPart(begin, end, [&](const Piece& p, int64_t from, int64_t to) {
-    const void* base = operand && p.src != nullptr ? p.src : p.data;
-    out->push_back({const_cast<char*>(static_cast<const char*>(base)) +
-                        (from - p.offset) * static_cast<int64_t>(esize_),
-                    static_cast<size_t>(to - from) * esize_});
-  });
+  ForEachPieceIn(
+      pieces_, n_, begin, end, [&](const Piece& p, int64_t from, int64_t to) {
+        const void* base = operand && p.src != nullptr ? p.src : p.data;
+        out->push_back({const_cast<char*>(static_cast<const char*>(base)) +
+                            (from - p.offset) * static_cast<int64_t>(esize_),
+                        static_cast<size_t>(to - from) * esize_});
+      });
 }
 
 void PieceRing::ReduceIn(int64_t x, int64_t count, const char* incoming,
                          const ReduceArgs& args, double factor) {
-  ForEachPart(x, x + count, [&](const Piece& p, int64_t from, int64_t to) {
-    const int64_t at = (from - p.offset) * static_cast<int64_t>(esize_);
-    const char* a = static_cast<const char*>(p.src != nullptr ? p.src : p.data);
-    ReduceOfScaled(static_cast<char*>(p.data) + at, nullptr, a + at,
-                   incoming + (from - x) * static_cast<int64_t>(esize_),
-                   to - from, args.dtype, args.op, factor);
-  });
+  ForEachPieceIn(
+      pieces_, n_, x, x + count, [&](const Piece& p, int64_t from, int64_t to) {
+        const int64_t at = (from - p.offset) * static_cast<int64_t>(esize_);
+        const char* a =
+            static_cast<const char*>(p.src != nullptr ? p.src : p.data);
+        ReduceOfScaled(static_cast<char*>(p.data) + at, nullptr, a + at,
+                       incoming + (from - x) * static_cast<int64_t>(esize_),
+                       to - from, args.dtype, args.op, factor);
+      });
 }
 
 Status PieceRing::Allreduce(Communicator& comm, const Piece* pieces, size_t n,

@@ -13,7 +13,6 @@
 
 #include <sys/uio.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -48,19 +47,6 @@ class PieceRing {
   // Sets `out` to the spans of elements [begin, end) of the run, in each
   // piece's operand (`operand`) or its result.
   void Spans(int64_t begin, int64_t end, bool operand, std::vector<iovec>* out);
-  // The first piece that holds element `x` (or ends past it).
-  size_t PieceAt(int64_t x) const;
-  // Calls fn(piece, from, to) for each piece's non-empty share [from, to)
-  // of elements [begin, end) of the run, in order.
-  template <typename Fn>
-  void ForEachPart(int64_t begin, int64_t end, Fn&& fn) const {
-    for (size_t i = PieceAt(begin); i < n_ && pieces_[i].offset < end; ++i) {
-      const Piece& p = pieces_[i];
-      const int64_t from = std::max(begin, p.offset);
-      const int64_t to = std::min(end, p.offset + p.count);
-      if (to > from) fn(p, from, to);
-    }
-  }
   // Reduces `count` received elements at `incoming`, elements [x, x +
   // count) of the run, into the pieces: result = operand (op) incoming.
   void ReduceIn(int64_t x, int64_t count, const char* incoming,

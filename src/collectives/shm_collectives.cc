@@ -38,18 +38,10 @@ class Run {
   // fn(piece, from, at, len): `from` counts within the piece.
   template <typename Fn>
   void ForEachPiece(int64_t start, int64_t len, Fn&& fn) const {
-    if (len <= 0) return;
-    // The last piece that starts at or before `start`.
-    const Piece* p = std::upper_bound(pieces_, pieces_ + n_, start,
-                                      [](int64_t v, const Piece& q) {
-                                        return v < q.offset;
-                                      }) -
-                     1;
-    for (; p < pieces_ + n_ && p->offset < start + len; ++p) {
-      const int64_t from = std::max(start, p->offset);
-      const int64_t to = std::min(start + len, p->offset + p->count);
-      if (to > from) fn(*p, from - p->offset, from - start, to - from);
-    }
+    ForEachPieceIn(pieces_, n_, start, start + len,
+                   [&](const Piece& p, int64_t from, int64_t to) {
+                     fn(p, from - p.offset, from - start, to - from);
+                   });
   }
   // Copies the operand's elements [start, start + len) out to `dst` (from
   // a piece's source when it has one), or results in from `src`.

@@ -170,30 +170,33 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   board_news_ = false;
 }
 
+bool EngineImpl::Repeats(const BoardFusion& f,
+                         const ReadyBoard::Result& result) const {
+  if (!f.valid || f.cache_version != cache_.version() ||
+      f.fusion_threshold != result.fusion_threshold || f.slots != result.slots)
+    return false;
+  for (size_t k = 0; k < result.slots.size(); ++k)
+    if ((result.carried_bytes[k] > 0) != (f.target[k] < 0)) return false;
+  return true;
+}
+
 EngineImpl::BoardFusion& EngineImpl::FusionFor(const ReadyBoard::Result& result,
                                                bool traced, bool* again) {
   *again = false;
   BoardFusion* pick = &fusions_[0];
   for (BoardFusion& f : fusions_) {
-    if (!traced && f.valid && f.cache_version == cache_.version() &&
-        f.fusion_threshold == result.fusion_threshold &&
-        f.slots == result.slots) {
+    if (!traced && Repeats(f, result)) {
       *again = true;
-      for (size_t k = 0; k < result.slots.size() && *again; ++k)
-        *again = (result.carried_bytes[k] > 0) == (f.target[k] < 0);
-      if (*again) {
-        pick = &f;
-        break;
-      }
+      pick = &f;
+      break;
     }
     if (f.last_use < pick->last_use) pick = &f;
   }
   pick->last_use = ++fusion_clock_;
   if (*again) {
-    for (size_t t = 0; t < pick->counts.size(); ++t) pick->entries[t].clear();
+    for (size_t t = 0; t < pick->bytes.size(); ++t) pick->entries[t].clear();
     return *pick;
   }
-  pick->counts.clear();
   pick->bytes.clear();
   pick->target.clear();
   // A traced round's responses carry names, which an untraced one would
@@ -209,8 +212,8 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   // The agreed slots are a subset of what we posted, both ascending. Their
   // records are claimed at once and run by address, never looked up by
   // name. The fused responses are a BoardFusion's: the first
-  // f.counts.size() of its responses are this round's, f.counts[t] tensors
-  // each.
+  // f.bytes.size() of its responses are this round's, f.elements[t].size()
+  // tensors each.
   agreed_.clear();
   taken_.assign(offers_.size(), 0);
   size_t p = 0;
@@ -263,12 +266,12 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
       f.entries[t].clear();
       f.elements[t].clear();
       f.bytes.push_back(0);
-      f.counts.push_back(0);
     }
+    const size_t at = f.elements[t].size();  // the tensor's place in t
     if (traced)
-      PlaceTensor(&f.responses[t], f.counts[t]++, c, slot, &board_spares_);
+      PlaceTensor(&f.responses[t], at, c, slot, &board_spares_);
     else
-      PlaceShape(&f.responses[t], f.counts[t]++, c, slot, &board_spares_);
+      PlaceShape(&f.responses[t], at, c, slot, &board_spares_);
     f.entries[t].push_back(claimed_[k]);
     f.elements[t].push_back(bytes /
                             static_cast<int64_t>(DataTypeSize(c.dtype)));
@@ -276,14 +279,14 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
     f.target.push_back(t);
   }
   if (!again)
-    for (size_t t = 0; t < f.counts.size(); ++t)
-      TrimTensors(&f.responses[t], f.counts[t], &board_spares_);
+    for (size_t t = 0; t < f.bytes.size(); ++t)
+      TrimTensors(&f.responses[t], f.elements[t].size(), &board_spares_);
   kept_.clear();
   for (size_t i = 0; i < offers_.size(); ++i)
     if (!taken_[i]) kept_.push_back(offers_[i]);
   offers_.swap(kept_);
   Status st;
-  for (size_t t = 0; t < f.counts.size(); ++t) {
+  for (size_t t = 0; t < f.bytes.size(); ++t) {
     const Response& r = f.responses[t];
     if (!st.ok()) {  // the job failed: these never ran
       for (TensorEntry* e : f.entries[t])

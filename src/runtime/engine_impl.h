@@ -310,6 +310,9 @@ class EngineImpl {
   struct BoardFusion;
   BoardFusion& FusionFor(const ReadyBoard::Result& result, bool traced,
                          bool* again);
+  // Whether `f` was built for `result`'s round: the same slots, carried
+  // alike, the same fusion threshold, the cache's content unchanged since.
+  bool Repeats(const BoardFusion& f, const ReadyBoard::Result& result) const;
   // posted_ = the indices of offers_, ascending by slot.
   void OrderOffersBySlot();
   // Milliseconds until the boards need the loop: 0 on BoardNews, else when
@@ -441,14 +444,14 @@ class EngineImpl {
   std::vector<QueuedTensor*> agreed_;
   std::vector<TensorEntry*> claimed_;
   // How ExecuteBoard fused a round's agreed slots: the fused responses
-  // (storage reused from round to round), each one's number of tensors,
-  // bytes, entries and element counts; and what they were built from, so
+  // (storage reused from round to round; the first bytes.size() are the
+  // round's), each one's bytes, entries and element counts (one per
+  // tensor); and what they were built from, so
   // that a round agreeing on the same slots, carried alike, with the
   // cache's content unchanged, runs them again without reading the cache
   // per tensor.
   struct BoardFusion {
     std::vector<Response> responses;
-    std::vector<size_t> counts;
     std::vector<int64_t> bytes;
     std::vector<std::vector<TensorEntry*>> entries;
     std::vector<std::vector<int64_t>> elements;
