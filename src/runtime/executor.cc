@@ -308,16 +308,19 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
                            TensorEntry* const* entries, const int64_t* counts) {
   const size_t n = r.shapes.size();  // the board's may come without names
   const size_t esize = DataTypeSize(r.dtype);
+  // Adasum takes the counts as a vector; the board's are used where they
+  // lie.
   counts_.clear();
-  if (counts != nullptr)
-    counts_.assign(counts, counts + n);
-  else
-    for (size_t i = 0; i < n; ++i) counts_.push_back(Product(r.shapes[i]));
+  if (counts == nullptr || r.reduce_op == ReduceOp::kAdasum) {
+    for (size_t i = 0; i < n; ++i)
+      counts_.push_back(counts != nullptr ? counts[i] : Product(r.shapes[i]));
+    counts = counts_.data();
+  }
   // A joined rank contributes zeros for the tensors it lacks, each in its
   // own stretch (they may be reduced into, so they must not overlap).
   int64_t missing = 0;
   for (size_t i = 0; i < n; ++i)
-    if (entries[i] == nullptr) missing += counts_[i];
+    if (entries[i] == nullptr) missing += counts[i];
   char* zeros = nullptr;
   if (missing > 0) {
     zeros = zeros_.Get(static_cast<size_t>(missing) * esize);
@@ -326,7 +329,7 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
   pieces_.clear();
   int64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
-    const int64_t count = counts_[i];
+    const int64_t count = counts[i];
     if (entries[i] != nullptr)
       pieces_.push_back(
           {entries[i]->tensor.data, offset, count, entries[i]->tensor.input});
@@ -368,7 +371,7 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
   for (size_t i = 0; i < n; ++i)
     if (entries[i] != nullptr) {
       ++tensors;
-      bytes += counts_[i] * static_cast<int64_t>(esize);
+      bytes += counts[i] * static_cast<int64_t>(esize);
     }
   Count(tensors, bytes);
   for (size_t i = 0; i < n; ++i)

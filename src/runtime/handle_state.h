@@ -22,20 +22,30 @@
 
 namespace horovod {
 
-struct HandleState {
+// A step touches every state it completes three times (reset, complete,
+// wait) after its data has pushed them out of the caches: what those touch
+// shares the first cache line, what only some operations write the second,
+// and the gate and the lock (for waits that do not finish at once) follow.
+struct alignas(64) HandleState {
+ private:
+  std::atomic<int> refs_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> completing_{false};
+
+ public:
   // Whether the operation finished, readable without a lock: a driving
   // waiter checks it after every loop step. Set after everything Complete
   // publishes.
   std::atomic<bool> finished{false};
-  Status status;
-  // Set by the background loop before Complete; read only once finished.
-  std::shared_ptr<Buffer> output;
-  std::vector<int64_t> output_shape;
-  std::vector<int64_t> received_splits;
-  int int_result = -1;  // Handle::int_result()
   // The element type of the tensor this handle was enqueued with (outputs
   // have it too), so adapters need not remember it.
   DataType dtype = DataType::kUInt8;
+  int int_result = -1;  // Handle::int_result()
+  Status status;
+  // Set by the background loop before Complete; read only once finished.
+  alignas(64) std::shared_ptr<Buffer> output;
+  std::vector<int64_t> output_shape;
+  std::vector<int64_t> received_splits;
   // Set at enqueue: the way back to the engine for waiting threads.
   std::shared_ptr<DriveGate> gate;
 
@@ -85,17 +95,15 @@ struct HandleState {
     completing_.store(false, std::memory_order_relaxed);
     finished.store(false, std::memory_order_relaxed);
     status = Status::OK();
-    output.reset();
-    output_shape.clear();
+    // Only what an operation wrote: the line stays clean for most.
+    if (output) output.reset();
+    output_shape.clear();  // no write when already empty
     received_splits.clear();
     int_result = -1;
     dtype = type;
   }
 
  private:
-  std::atomic<int> refs_{0};
-  std::atomic<bool> completing_{false};
-  std::atomic<int> sleepers_{0};
   std::mutex mu_;
   std::condition_variable cv_;
 };

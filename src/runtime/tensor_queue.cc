@@ -6,6 +6,16 @@
 #include <algorithm>
 
 namespace horovod {
+namespace {
+
+// What ResponseCache::SameLookup leaves out of a request.
+bool SameRest(const Request& a, const Request& b) {
+  return a.rank == b.rank && a.process_set == b.process_set &&
+         a.name == b.name && a.splits == b.splits && a.set_id == b.set_id &&
+         a.set_ranks == b.set_ranks;
+}
+
+}  // namespace
 
 TensorQueue::TensorQueue() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
@@ -15,6 +25,7 @@ TensorQueue::~TensorQueue() {
 
 Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
   if (n == 0) return Status::OK();
+  bool ring;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return entries[0].Failure(closed_);
@@ -52,11 +63,19 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
         if (last_added_ != nullptr) last_added_->next_ = t;
       }
       last_added_ = t;
-      if (t->cache_slot >= 0 &&
-          !ResponseCache::SameLookup(t->entry.request, e.request))
-        t->cache_slot = -1;
-      t->entry.request = e.request;  // reuses the strings' capacity
+      // A steady step resubmits what the record holds: compared, not
+      // copied, its strings and shape stay clean in the caches.
+      const bool same_lookup =
+          ResponseCache::SameLookup(t->entry.request, e.request);
+      if (!same_lookup) t->cache_slot = -1;
+      if (!same_lookup || !SameRest(t->entry.request, e.request))
+        t->entry.request = e.request;  // reuses the strings' capacity
       t->entry.tensor = e.tensor;
+      // A lone entry can no longer be refused: the caller's handle, about
+      // to be overwritten, lets go of its state now, so a caller that
+      // keeps the last step's handle there gets that state back, still in
+      // the caches since its wait, instead of the one before it.
+      if (n == 1) handles[0] = Handle();
       t->entry.handle = StateFor(t, e.request.dtype);
       t->state_ = QueuedTensor::State::kQueued;
       --idle_;
@@ -72,15 +91,20 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
       state->RefUnshared();
       handles[i] = Handle(state);
     }
+    // The loop takes the whole list at once (TakeNew, under this lock):
+    // while it holds records it has not taken, the Add that listed the
+    // first of them has woken it, and it will see the rest.
+    ring = fresh_.empty();
     for (QueuedTensor* t : added_)
       if (!t->listed_) {
         t->listed_ = true;
         fresh_.push_back(t);
       }
+    if (fresh_.empty()) ring = false;
     if (idle_ > kMaxIdle) Sweep();
     if (orphans_.size() > kMaxOrphans) ResetLinks();
   }
-  Wake();
+  if (ring) Wake();
   return Status::OK();
 }
 

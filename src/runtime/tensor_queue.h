@@ -3,7 +3,8 @@
 // duplicate name is refused at once, and the list of entries not yet told to
 // the coordinator. Enqueue wakes the loop through an eventfd, written only
 // while the loop sleeps on it (or the wake hook: the shared-memory
-// doorbell), so the loop sleeps instead of spinning.
+// doorbell), so the loop sleeps instead of spinning; only the enqueue that
+// starts the list wakes it, as the loop takes the list whole.
 //
 // Each key has a record (QueuedTensor) that outlives its submission: a
 // training step submits the same names every step, and reusing the record
@@ -93,8 +94,10 @@ class TensorQueue {
   // Takes entries[0, n) (their requests and views are copied; their
   // `handle` is unused) and gives each a handle, handles[i]: a state its
   // record's last submissions left that no handle refers to any more, or a
-  // new one. All-or-nothing: refuses every entry, and hands out no handle,
-  // if any key is already in flight.
+  // new one. A lone entry's handles[0] lets go of its state before one is
+  // picked (it is overwritten anyway), so it may be that state.
+  // All-or-nothing: refuses every entry, and hands out no handle (nor
+  // touches one), if any key is already in flight.
   Status Add(const TensorEntry* entries, size_t n, Handle* handles);
   // The records queued since the last call, in enqueue order. Swaps with
   // the vector passed in, which the next Adds fill (so its capacity is

@@ -109,6 +109,40 @@ TEST(TensorQueue, ANameKeepsItsRecordAndCacheSlotWhileItsParametersDoNot) {
   EXPECT_EQ(rec->cache_slot, -1);
 }
 
+TEST(TensorQueue, AResubmissionDifferentOutsideTheLookupIsTakenWhole) {
+  // The record keeps its request when a submission repeats it, and takes
+  // every field of one that differs, also where the cache slot still
+  // stands: each field changed alone.
+  TensorQueue q;
+  float x[4];
+  TensorEntry e = Entry("g", {4}, x);
+  Add(q, e);
+  QueuedTensor* rec = RunOne(q);
+  ASSERT_NE(rec, nullptr);
+  rec->cache_slot = 7;
+  auto resubmit = [&] {
+    Add(q, e);
+    EXPECT_EQ(RunOne(q), rec);
+  };
+  e.request.splits = {2, 2};
+  resubmit();
+  EXPECT_EQ(rec->entry.request.splits, (std::vector<int64_t>{2, 2}));
+  e.request.rank = 3;
+  resubmit();
+  EXPECT_EQ(rec->entry.request.rank, 3);
+  e.request.set_id = 5;
+  resubmit();
+  EXPECT_EQ(rec->entry.request.set_id, 5);
+  e.request.set_ranks = {0, 3};
+  resubmit();
+  EXPECT_EQ(rec->entry.request.set_ranks, (std::vector<int32_t>{0, 3}));
+  EXPECT_EQ(rec->cache_slot, 7);
+  e.request.prescale = 2.0;  // part of the lookup
+  resubmit();
+  EXPECT_EQ(rec->cache_slot, -1);
+  EXPECT_EQ(rec->entry.request.prescale, 2.0);
+}
+
 TEST(TensorQueue, ClaimedRecordsRunInPlaceAndFreeTheirKeysOnRelease) {
   TensorQueue q;
   float x[4], y[4];
@@ -278,6 +312,32 @@ TEST(TensorQueue, HandleStatesAreReusedOnlyOnceNoHandleHoldsThem) {
   EXPECT_EQ(h3.status().message(), "third");
 }
 
+// A caller that keeps each name's handle where it submits the name again
+// (a vector of handles) passes that handle back in: a lone submission lets
+// go of it first and gets its state back, the one its last wait read. A
+// refused submission leaves it alone.
+TEST(TensorQueue, AHandleOverwrittenBySubmittingAgainGivesBackItsState) {
+  TensorQueue q;
+  float x[4];
+  TensorEntry e = Entry("g", {4}, x);
+  Handle slot;
+  ASSERT_TRUE(q.Add(&e, 1, &slot).ok());
+  HandleState* first = RunOneAndComplete(q, Status::OK());
+  ASSERT_TRUE(slot.Poll());
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(q.Add(&e, 1, &slot).ok());
+    EXPECT_FALSE(slot.Poll());
+    EXPECT_EQ(RunOneAndComplete(q, Status::Mismatch("again")), first);
+    ASSERT_TRUE(slot.Poll());
+    EXPECT_EQ(slot.status().message(), "again");
+  }
+  ASSERT_TRUE(q.Add(&e, 1, &slot).ok());
+  EXPECT_EQ(q.Add(&e, 1, &slot).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(slot.valid());  // still the queued submission's
+  EXPECT_EQ(RunOneAndComplete(q, Status::OK()), first);
+  EXPECT_TRUE(slot.Poll());
+}
+
 TEST(TensorQueue, ANameResubmittedWhileItsCollectiveRunsGetsANewRecord) {
   TensorQueue q;
   float x[4], z[4];
@@ -416,6 +476,7 @@ TEST(TensorQueue, EnqueuesWriteTheEventfdOnlyToASleepingLoop) {
   EXPECT_FALSE(Readable(q));
   EXPECT_FALSE(q.BeginSleep(seen));
   seen = q.EndSleep();
+  EXPECT_EQ(New(q).size(), 2u);
   // Nothing since: the loop sleeps, and the next enqueue wakes it.
   ASSERT_TRUE(q.BeginSleep(seen));
   EXPECT_FALSE(Readable(q));
@@ -424,6 +485,11 @@ TEST(TensorQueue, EnqueuesWriteTheEventfdOnlyToASleepingLoop) {
   seen = q.EndSleep();
   q.DrainWake();
   EXPECT_FALSE(Readable(q));
+  // The loop, awake, has not taken "c" yet: an enqueue behind it is no
+  // news beyond "c" (the loop takes both at once) and wakes nothing.
+  Add(q, Entry("d"));
+  EXPECT_EQ(q.EndSleep(), seen);
+  EXPECT_EQ(New(q).size(), 2u);
   // Awake again: a plain Wake (a waiter asking for the loop) is news too.
   q.Wake();
   EXPECT_FALSE(Readable(q));
