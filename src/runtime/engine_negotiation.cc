@@ -30,14 +30,16 @@ RequestList EngineImpl::CollectRequests(Clock::time_point now) {
     if (!known) {
       t->cache_slot = cache_.Find(r);
       t->found_at = epoch_;
+      t->board_carry = -1;
+      if (t->cache_slot >= 0 && BoardEligible(r)) {
+        const int64_t bytes = TensorBytes(r.dtype, r.shape);
+        t->board_carry = bytes <= kBoardCarryBytes ? bytes : 0;
+      }
     }
-    if (t->cache_slot >= 0 && BoardEligible(r)) {
+    if (t->cache_slot >= 0 && t->board_carry >= 0) {
       cache_hits_.Add(1);
-      const int64_t bytes = TensorBytes(r.dtype, r.shape);
-      const uint32_t carry =
-          bytes <= kBoardCarryBytes ? static_cast<uint32_t>(bytes) : 0;
-      offers_.push_back(
-          {t, static_cast<uint32_t>(t->cache_slot), t->found_at, now, carry});
+      offers_.push_back({t, static_cast<uint32_t>(t->cache_slot), t->found_at,
+                         now, static_cast<uint32_t>(t->board_carry)});
       board_news_ = true;
       continue;
     }

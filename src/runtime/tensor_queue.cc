@@ -8,10 +8,12 @@
 namespace horovod {
 namespace {
 
-// What ResponseCache::SameLookup leaves out of a request.
-bool SameRest(const Request& a, const Request& b) {
-  return a.rank == b.rank && a.process_set == b.process_set &&
-         a.name == b.name && a.splits == b.splits && a.set_id == b.set_id &&
+// What ResponseCache::SameLookup leaves out of a request; the key (process
+// set and name) only when not `key_equal` already.
+bool SameRest(const Request& a, const Request& b, bool key_equal) {
+  return a.rank == b.rank &&
+         (key_equal || (a.process_set == b.process_set && a.name == b.name)) &&
+         a.splits == b.splits && a.set_id == b.set_id &&
          a.set_ranks == b.set_ranks;
 }
 
@@ -35,6 +37,7 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
     for (size_t i = 0; i < n; ++i) {
       const TensorEntry& e = entries[i];
       QueuedTensor* t = Predicted(e.request);
+      const bool predicted = t != nullptr;  // its key compared equal
       if (t == nullptr) {
         const std::string& key =
             TensorKey(e.request.process_set, e.request.name, &key_);
@@ -68,7 +71,7 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
       const bool same_lookup =
           ResponseCache::SameLookup(t->entry.request, e.request);
       if (!same_lookup) t->cache_slot = -1;
-      if (!same_lookup || !SameRest(t->entry.request, e.request))
+      if (!same_lookup || !SameRest(t->entry.request, e.request, predicted))
         t->entry.request = e.request;  // reuses the strings' capacity
       t->entry.tensor = e.tensor;
       // A lone entry can no longer be refused: the caller's handle, about

@@ -62,6 +62,10 @@ class QueuedTensor {
   // parameters differ from the last one's. Used only by the loop.
   int cache_slot = -1;
   uint64_t found_at = 0;
+  // With the slot, found by the same lookup: the bytes the ready board
+  // carries with the slot (0: it goes by collective), or -1 when the
+  // request is not for the board.
+  int64_t board_carry = -1;
 
  private:
   friend class TensorQueue;
