@@ -1,9 +1,11 @@
 // horovod._core: the one seam between Python and the engine. Tensors come in
-// through DLPack (capsules read in place, other exporters through nanobind's
-// ndarray import) and engine-allocated outputs go back out as DLPack, so no
-// framework header is ever compiled in. No logic lives here beyond
-// conversion (dlpack_view.h), and the choice between an adapter's C and
-// Python paths of allreduce_async_; waits release the GIL.
+// through DLPack (capsules read in place, tensors described through their
+// type's exchange table, other exporters through nanobind's ndarray import)
+// and engine-allocated outputs go back out as DLPack, so no framework
+// header is ever compiled in. Only the bindings live here: conversion is
+// dlpack_view.h's and dlpack_exchange.h's, the one-tensor enqueue
+// py_engine.h's, the C path of allreduce_async_ allreduce_async.h's; waits
+// release the GIL.
 #include <horovod/engine.h>
 #include <horovod/framework_api.h>
 #include <nanobind/nanobind.h>
@@ -13,14 +15,14 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include <climits>
 #include <memory>
 
 #include "common/knobs.h"
 #include "jax/xla_collective.h"
-#include "kernels/engine_binding.h"
+#include "python/allreduce_async.h"
 #include "python/dlpack_view.h"
 #include "python/handle_table.h"
+#include "python/py_engine.h"
 
 namespace nb = nanobind;
 using namespace horovod;
@@ -31,272 +33,6 @@ namespace {
   if (st.code() == StatusCode::kInvalidArgument)
     throw nb::value_error(st.message().c_str());
   throw std::runtime_error(st.message());
-}
-
-// Sets the arguments Python passes as numbers; the name and splits are
-// the caller's to set.
-void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
-             double postscale, int root, int process_set) {
-  args->op = static_cast<ReduceOp>(reduce_op);
-  args->prescale = prescale;
-  args->postscale = postscale;
-  args->root = root;
-  args->process_set = process_set;
-}
-
-// Kernels linked into this module (the XLA handler) reach the engine
-// through the process's binding, from start until shutdown.
-struct PyEngine {
-  std::unique_ptr<Engine> engine;
-  // The view and arguments EnqueueOne rewrites each call: a steady step's
-  // calls allocate nothing, and they are not thread-local storage, which
-  // costs a lookup each use in a shared library (the GIL orders the calls).
-  TensorView view;
-  CollectiveArgs args;
-  Engine& get() {
-    if (!engine) throw nb::value_error("Horovod has been shut down");
-    return *engine;
-  }
-  void Bind() {
-    kernels::EngineBinding::Process().Bind(FrameworkApi(), engine.get());
-  }
-  void Stop() {
-    if (!engine) return;
-    kernels::EngineBinding::Process().Bind(nullptr, nullptr);
-    engine.reset();
-  }
-  ~PyEngine() { Stop(); }
-};
-
-// enqueue_one's body (see its binding): one array to the table's engine,
-// filed under a new handle number. `array` is a DLPack capsule, read in
-// place, or any other DLPack exporter, imported by nanobind.
-int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
-                   nb::object keep, nb::object finish, std::string_view prefix,
-                   std::string_view name, int reduce_op, double prescale,
-                   double postscale, int root, int process_set) {
-  nb::ndarray<> imported;  // alive while the tensor is read
-  nb::dlpack::dltensor from_import;
-  const nb::dlpack::dltensor* tensor = dlpack::CapsuleTensor(array);
-  if (tensor == nullptr) {
-    if (!nb::try_cast(array, imported))
-      throw nb::type_error(
-          "expected a DLPack capsule or an object with __dlpack__");
-    from_import = dlpack::TensorOf(imported);
-    tensor = &from_import;
-  }
-  if (table.engine().is_none())
-    throw nb::value_error("Horovod has not been initialized; use hvd.init().");
-  PyEngine& pe = *nb::inst_ptr<PyEngine>(table.engine());
-  TensorView& view = pe.view;
-  CollectiveArgs& args = pe.args;
-  Engine* eng = nullptr;
-  try {
-    eng = &pe.get();
-    dlpack::ToView(*tensor, eng->rank(), &view);
-  } catch (const nb::builtin_exception& x) {
-    table.RaiseInvalidArgument(x.what());
-  }
-  args.name.assign(prefix);
-  if (!name.empty()) args.name.append(".").append(name);
-  SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
-  Handle handle;
-  Status st = eng->Enqueue(op, view, args, &handle);
-  if (!st.ok()) table.Raise(st);
-  return table.AddOne(std::move(handle), std::move(finish), std::move(keep));
-}
-
-// A Python number as a double, for the scale factors; false for others.
-bool AsScale(nb::handle h, double* out) {
-  if (PyFloat_CheckExact(h.ptr())) {
-    *out = PyFloat_AS_DOUBLE(h.ptr());
-    return true;
-  }
-  if (!PyLong_CheckExact(h.ptr())) return false;
-  *out = PyLong_AsDouble(h.ptr());
-  if (*out == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    return false;
-  }
-  return true;
-}
-
-// A Python int that fits a ReduceOp's int, or None (`fallback_op`).
-bool AsOp(nb::handle h, int fallback_op, int* out) {
-  if (h.is_none()) {
-    *out = fallback_op;
-    return true;
-  }
-  if (!PyLong_CheckExact(h.ptr())) return false;
-  int overflow = 0;
-  const long v = PyLong_AsLongAndOverflow(h.ptr(), &overflow);
-  if (overflow != 0 || v < INT_MIN || v > INT_MAX) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
-
-// A framework's in-place allreduce_async_ as one C function: the calls a
-// training loop makes per gradient (a named, contiguous tensor on the
-// global process set, `op` an int or None, numeric scale factors, no
-// `average`) are exported with `export_fn`, enqueued and filed without a
-// Python frame; every other call goes to `fallback`, the adapter's Python
-// implementation, with the same arguments. `default_op` is the op when
-// `op` is None.
-//
-// A plain CPython vectorcall function rather than a nanobind one: it is
-// called once per gradient, mostly with keywords, and matching those to
-// parameters by their interned names' addresses costs a fraction of a
-// general binding's argument processing.
-struct AllreduceAsync {
-  static constexpr int kParams = 7;
-  nb::object table, export_fn, fallback, global_set, one;
-  int default_op = 0;
-  nb::object names[kParams];  // interned, in parameter order
-};
-
-constexpr const char* kAllreduceAsyncParams[AllreduceAsync::kParams] = {
-    "tensor",          "average",          "name",       "op",
-    "prescale_factor", "postscale_factor", "process_set"};
-
-// The call, its arguments bound to parameters and defaults filled in.
-nb::object AllreduceAsyncBound(const AllreduceAsync& f, const nb::handle* a) {
-  const nb::handle tensor = a[0], average = a[1], name = a[2], op = a[3],
-                   prescale_factor = a[4], postscale_factor = a[5],
-                   process_set = a[6];
-  auto fall_back = [&] {
-    return f.fallback(tensor, average, name, op, prescale_factor,
-                      postscale_factor, process_set);
-  };
-  int reduce_op;
-  double prescale, postscale;
-  if (!average.is_none() || !process_set.is(f.global_set) ||
-      !PyUnicode_CheckExact(name.ptr()) ||
-      !AsOp(op, f.default_op, &reduce_op) ||
-      !AsScale(prescale_factor, &prescale) ||
-      !AsScale(postscale_factor, &postscale))
-    return fall_back();
-  Py_ssize_t name_len = 0;
-  const char* name_utf8 = PyUnicode_AsUTF8AndSize(name.ptr(), &name_len);
-  if (name_utf8 == nullptr) PyErr_Clear();
-  if (name_utf8 == nullptr || name_len == 0) return fall_back();
-  nb::object capsule = f.export_fn(tensor);
-  const nb::dlpack::dltensor* t = dlpack::CapsuleTensor(capsule);
-  // A strided tensor goes to the fallback, which copies; a malformed one
-  // to EnqueueOne, which names what is wrong.
-  if (t == nullptr || (dlpack::WellFormed(*t) && !dlpack::IsCompact(*t)))
-    return fall_back();
-  return nb::int_(
-      EnqueueOne(*nb::inst_ptr<HandleTable>(f.table), OpType::kAllreduce,
-                 capsule, nb::borrow(tensor), nb::none(), "allreduce",
-                 std::string_view(name_utf8, static_cast<size_t>(name_len)),
-                 reduce_op, prescale, postscale, 0, 0));
-}
-
-// Binds a vectorcall's arguments as Python would for the signature
-// allreduce_async_(tensor, average=None, name=None, op=None,
-// prescale_factor=1.0, postscale_factor=1.0, process_set=<global set>);
-// false with a TypeError set when they do not fit it.
-bool BindAllreduceAsync(const AllreduceAsync& f, PyObject* const* args,
-                        Py_ssize_t nargs, PyObject* kwnames, nb::handle* a) {
-  constexpr int n = AllreduceAsync::kParams;
-  if (nargs > n) {
-    PyErr_Format(PyExc_TypeError,
-                 "allreduce_async_() takes at most %d positional arguments "
-                 "(%zd given)",
-                 n, nargs);
-    return false;
-  }
-  for (Py_ssize_t i = 0; i < nargs; ++i) a[i] = args[i];
-  const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
-  for (Py_ssize_t j = 0; j < nkw; ++j) {
-    PyObject* key = PyTuple_GET_ITEM(kwnames, j);
-    int k = 0;
-    while (k < n && key != f.names[k].ptr()) ++k;
-    // Keywords spelled at a call site are interned; others compare.
-    if (k == n)
-      for (k = 0; k < n; ++k)
-        if (PyUnicode_Compare(key, f.names[k].ptr()) == 0) break;
-    if (k == n) {
-      PyErr_Format(PyExc_TypeError,
-                   "allreduce_async_() got an unexpected keyword argument "
-                   "'%U'",
-                   key);
-      return false;
-    }
-    if (a[k].ptr() != nullptr) {
-      PyErr_Format(PyExc_TypeError,
-                   "allreduce_async_() got multiple values for argument '%s'",
-                   kAllreduceAsyncParams[k]);
-      return false;
-    }
-    a[k] = args[nargs + j];
-  }
-  if (a[0].ptr() == nullptr) {
-    PyErr_SetString(PyExc_TypeError,
-                    "allreduce_async_() missing required argument 'tensor'");
-    return false;
-  }
-  for (int k = 1; k < n; ++k)
-    if (a[k].ptr() == nullptr)
-      a[k] = k == n - 1 ? f.global_set : k >= 4 ? f.one : nb::none();
-  return true;
-}
-
-PyObject* AllreduceAsyncCall(PyObject* self, PyObject* const* args,
-                             Py_ssize_t nargs, PyObject* kwnames) {
-  const auto& f =
-      *static_cast<const AllreduceAsync*>(PyCapsule_GetPointer(self, nullptr));
-  nb::handle a[AllreduceAsync::kParams];
-  if (!BindAllreduceAsync(f, args, nargs, kwnames, a)) return nullptr;
-  try {
-    return AllreduceAsyncBound(f, a).release().ptr();
-  } catch (nb::python_error& e) {
-    e.restore();
-  } catch (const nb::builtin_exception& e) {
-    PyObject* type = PyExc_RuntimeError;
-    if (e.type() == nb::exception_type::value_error) type = PyExc_ValueError;
-    if (e.type() == nb::exception_type::type_error) type = PyExc_TypeError;
-    PyErr_SetString(type, e.what());
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-  return nullptr;
-}
-
-PyMethodDef kAllreduceAsyncDef = {
-    "allreduce_async_",
-    // CPython's calling convention for METH_FASTCALL | METH_KEYWORDS,
-    // stored as a PyCFunction (through void(*)(), the usual cast).
-    reinterpret_cast<PyCFunction>(
-        reinterpret_cast<void (*)()>(AllreduceAsyncCall)),
-    METH_FASTCALL | METH_KEYWORDS,
-    "allreduce_async_(tensor, average=None, name=None, op=None, "
-    "prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set)"
-    "\n\nStarts an in-place allreduce of `tensor`; returns its handle."};
-
-nb::object MakeAllreduceAsync(nb::object table_obj, nb::object export_fn,
-                              nb::object fallback, nb::object global_set,
-                              int default_op) {
-  auto state = std::make_unique<AllreduceAsync>();
-  state->table = std::move(table_obj);
-  state->export_fn = std::move(export_fn);
-  state->fallback = std::move(fallback);
-  state->global_set = std::move(global_set);
-  state->one = nb::float_(1.0);
-  state->default_op = default_op;
-  for (int k = 0; k < AllreduceAsync::kParams; ++k)
-    state->names[k] =
-        nb::steal(PyUnicode_InternFromString(kAllreduceAsyncParams[k]));
-  nb::object holder =
-      nb::steal(PyCapsule_New(state.get(), nullptr, [](PyObject* c) {
-        delete static_cast<AllreduceAsync*>(PyCapsule_GetPointer(c, nullptr));
-      }));
-  if (!holder.is_valid()) throw nb::python_error();
-  state.release();
-  nb::object fn =
-      nb::steal(PyCFunction_NewEx(&kAllreduceAsyncDef, holder.ptr(), nullptr));
-  if (!fn.is_valid()) throw nb::python_error();
-  return fn;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ returns, what stays referenced until then, and the answers for numbers it
 does not hold. Engine-backed entries are covered by the multi-rank checks
 (tests/python/workers/checks_collectives.py, checks_errors.py)."""
 
+import ctypes
 import gc
 import weakref
 
@@ -215,3 +216,145 @@ def test_allreduce_async_function_files_or_falls_back():
     assert f(tensor=a, average=True) == "fallback"
     assert fell_back.pop() == (a, True, None, None, 1.0, 1.0, everyone)
     assert not fell_back
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_DESCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
+
+
+class _Table(ctypes.Structure):
+    """DLPack's exchange table: a versioned header, then five functions,
+    the fourth describing a tensor object in a caller's DLTensor."""
+
+
+_Table._fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                   ("older", ctypes.POINTER(_Table)),
+                   ("allocator", ctypes.c_void_p),
+                   ("managed_from", ctypes.c_void_p),
+                   ("managed_to", ctypes.c_void_p), ("describe", _DESCRIBE),
+                   ("work_stream", ctypes.c_void_p)]
+
+_TABLE_NAME = b"dlpack_exchange_api"  # outlives every capsule naming it
+_kept = []  # tables, shapes and functions the capsules point to
+
+
+def _capsule(table, name=_TABLE_NAME):
+    _kept.append(table)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.addressof(table), name, None)
+
+
+def _tensor_type(table_attr):
+    """A tensor type that exports through NumPy's __dlpack__ and carries
+    `table_attr` as its exchange table."""
+    np = pytest.importorskip("numpy")
+
+    class Tensor:
+        __dlpack_c_exchange_api__ = table_attr
+
+        def __init__(self):
+            self.array = np.ones(4, dtype=np.float32)
+            self.shape = (ctypes.c_int64 * 1)(4)
+
+        def __dlpack__(self, **kwargs):
+            return self.array.__dlpack__(**kwargs)
+
+    return Tensor
+
+
+def _describing(result):
+    """A describing function that fills in the tensor's array, or refuses
+    it (`result` -1)."""
+
+    def describe(obj, out):
+        if result != 0:
+            return -1
+        d = _DLTensor.from_address(out)
+        d.data = obj.array.ctypes.data
+        d.device_type, d.device_id, d.ndim = 1, 0, 1
+        d.code, d.bits, d.lanes = 2, 32, 1
+        d.shape = ctypes.cast(obj.shape, ctypes.POINTER(ctypes.c_int64))
+        d.strides = None
+        d.byte_offset = 0
+        return 0
+
+    fn = _DESCRIBE(describe)
+    _kept.append(fn)
+    return fn
+
+
+def test_allreduce_async_function_describes_through_the_exchange_table():
+    # A tensor type's DLPack exchange table (a capsule on the type) is
+    # looked up once and its describing function used in place of the
+    # export; a table of another major version (unless it links a 1.x one),
+    # without the function, under another name, not a capsule, or a
+    # function that refuses the tensor leaves the export to do the work.
+    t = table()
+    exported = []
+
+    def export(x):
+        exported.append(x)
+        return x.__dlpack__()
+
+    def fallback(*args):
+        pytest.fail("fell back")
+
+    f = _core.allreduce_async_function(t, export, fallback, Payload(), 1)
+    v1 = _Table(major=1, minor=3, describe=_describing(0))
+    v2 = _Table(major=2, minor=0, older=ctypes.pointer(v1))
+    described = [_tensor_type(_capsule(v1)), _tensor_type(_capsule(v2))]
+    exporting = [
+        _tensor_type(_capsule(_Table(major=2, minor=0,
+                                     describe=_describing(0)))),
+        _tensor_type(_capsule(_Table(major=1, minor=0))),
+        _tensor_type(_capsule(_Table(major=1, minor=0,
+                                     describe=_describing(0)),
+                              name=b"other")),
+        _tensor_type(7),
+        _tensor_type(_capsule(_Table(major=1, minor=0,
+                                     describe=_describing(-1)))),
+    ]
+    for kind in described + exporting:
+        for _ in range(2):  # the second call finds the type known
+            x = kind()
+            with pytest.raises(ValueError, match="not been initialized"):
+                f(x, name="x")
+            assert exported == ([x] if kind in exporting else [])
+            exported.clear()
+
+
+def test_allreduce_async_function_describes_torch_tensors_in_place():
+    # torch's tensors (and subclasses such as parameters) carry the
+    # exchange table: the per-gradient call never exports them. A strided
+    # one is described, found strided and passed on.
+    torch = pytest.importorskip("torch")
+    t = table()
+    exported, fell_back = [], []
+
+    def export(x):
+        exported.append(x)
+        return torch.utils.dlpack.to_dlpack(x)
+
+    def fallback(*args):
+        fell_back.append(args[0])
+        return "fallback"
+
+    f = _core.allreduce_async_function(t, export, fallback, Payload(), 1)
+    for x in (torch.ones(4), torch.nn.Parameter(torch.ones(2, 3)),
+              torch.ones((), dtype=torch.float64), torch.ones(0)):
+        with pytest.raises(ValueError, match="not been initialized"):
+            f(x, name="x")
+    strided = torch.ones(4, 4)[:, 1]
+    assert f(strided, name="x") == "fallback"
+    assert fell_back == [strided] and not exported

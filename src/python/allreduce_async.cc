@@ -1,0 +1,224 @@
+#include "python/allreduce_async.h"
+
+#include <climits>
+#include <memory>
+#include <string_view>
+
+#include "python/dlpack_exchange.h"
+#include "python/dlpack_view.h"
+#include "python/handle_table.h"
+#include "python/py_engine.h"
+
+namespace nb = nanobind;
+
+namespace horovod {
+namespace {
+
+// A Python number as a double, for the scale factors; false for others.
+bool AsScale(nb::handle h, double* out) {
+  if (PyFloat_CheckExact(h.ptr())) {
+    *out = PyFloat_AS_DOUBLE(h.ptr());
+    return true;
+  }
+  if (!PyLong_CheckExact(h.ptr())) return false;
+  *out = PyLong_AsDouble(h.ptr());
+  if (*out == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+// A Python int that fits a ReduceOp's int, or None (`fallback_op`).
+bool AsOp(nb::handle h, int fallback_op, int* out) {
+  if (h.is_none()) {
+    *out = fallback_op;
+    return true;
+  }
+  if (!PyLong_CheckExact(h.ptr())) return false;
+  int overflow = 0;
+  const long v = PyLong_AsLongAndOverflow(h.ptr(), &overflow);
+  if (overflow != 0 || v < INT_MIN || v > INT_MAX) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+// A framework's in-place allreduce_async_ as one C function: the calls a
+// training loop makes per gradient (a named, contiguous tensor on the
+// global process set, `op` an int or None, numeric scale factors, no
+// `average`) are exported with `export_fn`, enqueued and filed without a
+// Python frame; every other call goes to `fallback`, the adapter's Python
+// implementation, with the same arguments. `default_op` is the op when
+// `op` is None.
+//
+// A plain CPython vectorcall function rather than a nanobind one: it is
+// called once per gradient, mostly with keywords, and matching those to
+// parameters by their interned names' addresses costs a fraction of a
+// general binding's argument processing.
+struct AllreduceAsync {
+  static constexpr int kParams = 7;
+  nb::object table, export_fn, fallback, global_set, one;
+  int default_op = 0;
+  nb::object names[kParams];  // interned, in parameter order
+  // Describes tensors for a fraction of export_fn's cost, where their type
+  // offers it.
+  dlpack::DlpackExchange exchange;
+};
+
+constexpr const char* kAllreduceAsyncParams[AllreduceAsync::kParams] = {
+    "tensor",          "average",          "name",       "op",
+    "prescale_factor", "postscale_factor", "process_set"};
+
+// The call, its arguments bound to parameters and defaults filled in.
+nb::object AllreduceAsyncBound(AllreduceAsync& f, const nb::handle* a) {
+  const nb::handle tensor = a[0], average = a[1], name = a[2], op = a[3],
+                   prescale_factor = a[4], postscale_factor = a[5],
+                   process_set = a[6];
+  auto fall_back = [&] {
+    return f.fallback(tensor, average, name, op, prescale_factor,
+                      postscale_factor, process_set);
+  };
+  int reduce_op;
+  double prescale, postscale;
+  if (!average.is_none() || !process_set.is(f.global_set) ||
+      !PyUnicode_CheckExact(name.ptr()) ||
+      !AsOp(op, f.default_op, &reduce_op) ||
+      !AsScale(prescale_factor, &prescale) ||
+      !AsScale(postscale_factor, &postscale))
+    return fall_back();
+  Py_ssize_t name_len = 0;
+  const char* name_utf8 = PyUnicode_AsUTF8AndSize(name.ptr(), &name_len);
+  if (name_utf8 == nullptr) PyErr_Clear();
+  if (name_utf8 == nullptr || name_len == 0) return fall_back();
+  // Described in place where the tensor's type allows, else exported (the
+  // capsule lives until the tensor is enqueued; the handle keeps the
+  // tensor).
+  nb::dlpack::dltensor described;
+  nb::object capsule;
+  const nb::dlpack::dltensor* t = nullptr;
+  if (f.exchange.Describe(tensor, &described)) {
+    t = &described;
+  } else {
+    capsule = f.export_fn(tensor);
+    t = dlpack::CapsuleTensor(capsule);
+  }
+  // A strided tensor goes to the fallback, which copies; a malformed one
+  // to EnqueueTensor, which names what is wrong.
+  if (t == nullptr || (dlpack::WellFormed(*t) && !dlpack::IsCompact(*t)))
+    return fall_back();
+  return nb::int_(
+      EnqueueTensor(*nb::inst_ptr<HandleTable>(f.table), OpType::kAllreduce, *t,
+                    nb::borrow(tensor), nb::none(), "allreduce",
+                    std::string_view(name_utf8, static_cast<size_t>(name_len)),
+                    reduce_op, prescale, postscale, 0, 0));
+}
+
+// Binds a vectorcall's arguments as Python would for the signature
+// allreduce_async_(tensor, average=None, name=None, op=None,
+// prescale_factor=1.0, postscale_factor=1.0, process_set=<global set>);
+// false with a TypeError set when they do not fit it.
+bool BindAllreduceAsync(const AllreduceAsync& f, PyObject* const* args,
+                        Py_ssize_t nargs, PyObject* kwnames, nb::handle* a) {
+  constexpr int n = AllreduceAsync::kParams;
+  if (nargs > n) {
+    PyErr_Format(PyExc_TypeError,
+                 "allreduce_async_() takes at most %d positional arguments "
+                 "(%zd given)",
+                 n, nargs);
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) a[i] = args[i];
+  const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t j = 0; j < nkw; ++j) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, j);
+    int k = 0;
+    while (k < n && key != f.names[k].ptr()) ++k;
+    // Keywords spelled at a call site are interned; others compare.
+    if (k == n)
+      for (k = 0; k < n; ++k)
+        if (PyUnicode_Compare(key, f.names[k].ptr()) == 0) break;
+    if (k == n) {
+      PyErr_Format(PyExc_TypeError,
+                   "allreduce_async_() got an unexpected keyword argument "
+                   "'%U'",
+                   key);
+      return false;
+    }
+    if (a[k].ptr() != nullptr) {
+      PyErr_Format(PyExc_TypeError,
+                   "allreduce_async_() got multiple values for argument '%s'",
+                   kAllreduceAsyncParams[k]);
+      return false;
+    }
+    a[k] = args[nargs + j];
+  }
+  if (a[0].ptr() == nullptr) {
+    PyErr_SetString(PyExc_TypeError,
+                    "allreduce_async_() missing required argument 'tensor'");
+    return false;
+  }
+  for (int k = 1; k < n; ++k)
+    if (a[k].ptr() == nullptr)
+      a[k] = k == n - 1 ? f.global_set : k >= 4 ? f.one : nb::none();
+  return true;
+}
+
+PyObject* AllreduceAsyncCall(PyObject* self, PyObject* const* args,
+                             Py_ssize_t nargs, PyObject* kwnames) {
+  auto& f = *static_cast<AllreduceAsync*>(PyCapsule_GetPointer(self, nullptr));
+  nb::handle a[AllreduceAsync::kParams];
+  if (!BindAllreduceAsync(f, args, nargs, kwnames, a)) return nullptr;
+  try {
+    return AllreduceAsyncBound(f, a).release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const nb::builtin_exception& e) {
+    PyObject* type = PyExc_RuntimeError;
+    if (e.type() == nb::exception_type::value_error) type = PyExc_ValueError;
+    if (e.type() == nb::exception_type::type_error) type = PyExc_TypeError;
+    PyErr_SetString(type, e.what());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+PyMethodDef kAllreduceAsyncDef = {
+    "allreduce_async_",
+    // CPython's calling convention for METH_FASTCALL | METH_KEYWORDS,
+    // stored as a PyCFunction (through void(*)(), the usual cast).
+    reinterpret_cast<PyCFunction>(
+        reinterpret_cast<void (*)()>(AllreduceAsyncCall)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "allreduce_async_(tensor, average=None, name=None, op=None, "
+    "prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set)"
+    "\n\nStarts an in-place allreduce of `tensor`; returns its handle."};
+
+}  // namespace
+
+nb::object MakeAllreduceAsync(nb::object table_obj, nb::object export_fn,
+                              nb::object fallback, nb::object global_set,
+                              int default_op) {
+  auto state = std::make_unique<AllreduceAsync>();
+  state->table = std::move(table_obj);
+  state->export_fn = std::move(export_fn);
+  state->fallback = std::move(fallback);
+  state->global_set = std::move(global_set);
+  state->one = nb::float_(1.0);
+  state->default_op = default_op;
+  for (int k = 0; k < AllreduceAsync::kParams; ++k)
+    state->names[k] =
+        nb::steal(PyUnicode_InternFromString(kAllreduceAsyncParams[k]));
+  nb::object holder =
+      nb::steal(PyCapsule_New(state.get(), nullptr, [](PyObject* c) {
+        delete static_cast<AllreduceAsync*>(PyCapsule_GetPointer(c, nullptr));
+      }));
+  if (!holder.is_valid()) throw nb::python_error();
+  state.release();
+  nb::object fn =
+      nb::steal(PyCFunction_NewEx(&kAllreduceAsyncDef, holder.ptr(), nullptr));
+  if (!fn.is_valid()) throw nb::python_error();
+  return fn;
+}
+
+}  // namespace horovod

@@ -1,0 +1,78 @@
+#include "python/py_engine.h"
+
+#include <horovod/framework_api.h>
+
+#include <utility>
+
+#include "kernels/engine_binding.h"
+#include "python/dlpack_view.h"
+
+namespace nb = nanobind;
+
+namespace horovod {
+
+void PyEngine::Bind() {
+  kernels::EngineBinding::Process().Bind(FrameworkApi(), engine.get());
+}
+
+void PyEngine::Stop() {
+  if (!engine) return;
+  kernels::EngineBinding::Process().Bind(nullptr, nullptr);
+  engine.reset();
+}
+
+void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
+             double postscale, int root, int process_set) {
+  args->op = static_cast<ReduceOp>(reduce_op);
+  args->prescale = prescale;
+  args->postscale = postscale;
+  args->root = root;
+  args->process_set = process_set;
+}
+
+int64_t EnqueueTensor(HandleTable& table, OpType op,
+                      const nb::dlpack::dltensor& tensor, nb::object keep,
+                      nb::object finish, std::string_view prefix,
+                      std::string_view name, int reduce_op, double prescale,
+                      double postscale, int root, int process_set) {
+  if (table.engine().is_none())
+    throw nb::value_error("Horovod has not been initialized; use hvd.init().");
+  PyEngine& pe = *nb::inst_ptr<PyEngine>(table.engine());
+  TensorView& view = pe.view;
+  CollectiveArgs& args = pe.args;
+  Engine* eng = nullptr;
+  try {
+    eng = &pe.get();
+    dlpack::ToView(tensor, eng->rank(), &view);
+  } catch (const nb::builtin_exception& x) {
+    table.RaiseInvalidArgument(x.what());
+  }
+  args.name.assign(prefix);
+  if (!name.empty()) args.name.append(".").append(name);
+  SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
+  Handle handle;
+  Status st = eng->Enqueue(op, view, args, &handle);
+  if (!st.ok()) table.Raise(st);
+  return table.AddOne(std::move(handle), std::move(finish), std::move(keep));
+}
+
+int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
+                   nb::object keep, nb::object finish, std::string_view prefix,
+                   std::string_view name, int reduce_op, double prescale,
+                   double postscale, int root, int process_set) {
+  nb::ndarray<> imported;  // alive while the tensor is read
+  nb::dlpack::dltensor from_import;
+  const nb::dlpack::dltensor* tensor = dlpack::CapsuleTensor(array);
+  if (tensor == nullptr) {
+    if (!nb::try_cast(array, imported))
+      throw nb::type_error(
+          "expected a DLPack capsule or an object with __dlpack__");
+    from_import = dlpack::TensorOf(imported);
+    tensor = &from_import;
+  }
+  return EnqueueTensor(table, op, *tensor, std::move(keep), std::move(finish),
+                       prefix, name, reduce_op, prescale, postscale, root,
+                       process_set);
+}
+
+}  // namespace horovod

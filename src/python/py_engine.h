@@ -1,0 +1,69 @@
+// PyEngine: the engine as horovod._core holds it (Engine.start's result),
+// and the one-tensor enqueue that the module's bindings and the adapters'
+// allreduce_async_ share: one DLPack tensor to the engine, filed in a
+// HandleTable under a new handle number.
+//
+// PyEngine owns the engine and binds it for the kernels linked into the
+// module while it runs. Everything here runs holding the GIL, which orders
+// the calls that reuse PyEngine's view and arguments.
+#ifndef HOROVOD_PYTHON_PY_ENGINE_H_
+#define HOROVOD_PYTHON_PY_ENGINE_H_
+
+#include <horovod/engine.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "python/handle_table.h"
+
+namespace horovod {
+
+// Kernels linked into this module (the XLA handler) reach the engine
+// through the process's binding, from start until shutdown.
+struct PyEngine {
+  std::unique_ptr<Engine> engine;
+  // The view and arguments EnqueueTensor rewrites each call: a steady
+  // step's calls allocate nothing, and they are not thread-local storage,
+  // which costs a lookup each use in a shared library (the GIL orders the
+  // calls).
+  TensorView view;
+  CollectiveArgs args;
+  Engine& get() {
+    if (!engine) throw nanobind::value_error("Horovod has been shut down");
+    return *engine;
+  }
+  void Bind();
+  void Stop();
+  ~PyEngine() { Stop(); }
+};
+
+// Sets the arguments Python passes as numbers; the name and splits are
+// the caller's to set.
+void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
+             double postscale, int root, int process_set);
+
+// Enqueues `tensor` on the table's engine and files it under a new handle
+// number, which it returns. The name is `prefix`.`name` (just `prefix` when
+// `name` is empty). `keep` stays referenced until synchronize and is its
+// result when `finish` is None. Raises the table's error types.
+int64_t EnqueueTensor(HandleTable& table, OpType op,
+                      const nanobind::dlpack::dltensor& tensor,
+                      nanobind::object keep, nanobind::object finish,
+                      std::string_view prefix, std::string_view name,
+                      int reduce_op, double prescale, double postscale,
+                      int root, int process_set);
+
+// EnqueueTensor for `array`: a DLPack capsule, read in place, or any other
+// DLPack exporter, imported by nanobind.
+int64_t EnqueueOne(HandleTable& table, OpType op, nanobind::handle array,
+                   nanobind::object keep, nanobind::object finish,
+                   std::string_view prefix, std::string_view name,
+                   int reduce_op, double prescale, double postscale, int root,
+                   int process_set);
+
+}  // namespace horovod
+
+#endif  // HOROVOD_PYTHON_PY_ENGINE_H_
