@@ -42,25 +42,46 @@ int64_t HandleTable::AddOne(Handle handle, nb::object finish,
 
 int64_t HandleTable::File(Entry entry) {
   const int64_t number = next_++;
-  if (spare_.empty()) {
-    entries_.emplace(number, std::move(entry));
-    return number;
-  }
-  Entries::node_type node = std::move(spare_.back());
-  spare_.pop_back();
-  node.key() = number;
-  node.mapped() = std::move(entry);
-  entries_.insert(std::move(node));
+  if (static_cast<size_t>(number - base_) >= ring_.size()) MakeRoom(number);
+  Entry& slot = ring_[static_cast<size_t>(number) & (ring_.size() - 1)];
+  slot = std::move(entry);
+  slot.filed = true;
   return number;
 }
 
+void HandleTable::MakeRoom(int64_t number) {
+  while (static_cast<size_t>(number - base_) >= ring_.size() &&
+         ring_.size() < kMaxRing) {
+    std::vector<Entry> bigger(ring_.empty() ? kFirstRing : 2 * ring_.size());
+    for (int64_t n = base_; n < number; ++n)
+      bigger[static_cast<size_t>(n) & (bigger.size() - 1)] =
+          std::move(ring_[static_cast<size_t>(n) & (ring_.size() - 1)]);
+    ring_.swap(bigger);
+  }
+  for (; static_cast<size_t>(number - base_) >= ring_.size(); ++base_) {
+    Entry& e = ring_[static_cast<size_t>(base_) & (ring_.size() - 1)];
+    if (!e.filed) continue;
+    e.filed = false;
+    older_.emplace(base_, std::move(e));
+  }
+}
+
+HandleTable::Entry* HandleTable::Find(int64_t number) {
+  if (number >= base_ && number < next_) {
+    Entry& e = ring_[static_cast<size_t>(number) & (ring_.size() - 1)];
+    return e.filed ? &e : nullptr;
+  }
+  auto it = older_.find(number);
+  return it == older_.end() ? nullptr : &it->second;
+}
+
 bool HandleTable::Poll(int64_t number) const {
-  auto it = entries_.find(number);
-  if (it == entries_.end())
+  const Entry* found = Find(number);
+  if (found == nullptr)
     throw nb::value_error(
         ("unknown or already synchronized handle " + std::to_string(number))
             .c_str());
-  const Entry& e = it->second;
+  const Entry& e = *found;
   if (!e.core.is_valid()) return e.one.Poll();
   for (nb::handle h : e.core)
     if (!nb::cast<const Handle&>(h).Poll()) return false;
@@ -68,11 +89,17 @@ bool HandleTable::Poll(int64_t number) const {
 }
 
 nb::object HandleTable::Synchronize(int64_t number) {
-  auto it = entries_.find(number);
-  if (it == entries_.end()) return nb::none();
-  Entries::node_type node = entries_.extract(it);
-  Entry e = std::move(node.mapped());  // leaves the node holding nothing
-  spare_.push_back(std::move(node));
+  Entry* found = Find(number);
+  if (found == nullptr) return nb::none();
+  Entry e = std::move(*found);  // leaves the slot holding nothing
+  if (number >= base_) {
+    found->filed = false;
+    while (base_ < next_ &&
+           !ring_[static_cast<size_t>(base_) & (ring_.size() - 1)].filed)
+      ++base_;
+  } else {
+    older_.erase(number);
+  }
   if (e.core.is_valid()) {
     for (nb::handle h : e.core) Wait(nb::cast<const Handle&>(h));
   } else {

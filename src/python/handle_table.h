@@ -62,23 +62,38 @@ class HandleTable {
     nanobind::object core;    // Add's sequence of handles
     nanobind::object finish;  // None: the result is `arrays`
     nanobind::object arrays;
+    bool filed = false;  // in the ring: holds a number's entry
   };
 
   int64_t File(Entry entry);
+  // The entry filed under `number`, or null.
+  Entry* Find(int64_t number);
+  const Entry* Find(int64_t number) const {
+    return const_cast<HandleTable*>(this)->Find(number);
+  }
+  // Makes the ring reach `number`: doubles it up to kMaxRing, then moves
+  // the oldest entries still filed to `older_`.
+  void MakeRoom(int64_t number);
   // Waits for `h`; a failed operation raises `internal_error`.
   void Wait(const Handle& h) const;
   [[noreturn]] void RaiseAs(const nanobind::object& type,
                             const char* message) const;
 
-  using Entries = std::unordered_map<int64_t, Entry>;
+  static constexpr size_t kFirstRing = 1024;
+  static constexpr size_t kMaxRing = size_t{1} << 16;
 
   nanobind::object invalid_argument_error_;
   nanobind::object internal_error_;
   nanobind::object engine_;
-  Entries entries_;
-  // Nodes of synchronized entries (emptied), refiled under new numbers, so
-  // a steady step's calls allocate no map node.
-  std::vector<Entries::node_type> spare_;
+  // Numbers are handed out in order and mostly synchronized in order: the
+  // entries of numbers from base_ up to next_ lie in a ring indexed by
+  // number (a power of two long), so filing and collecting one hashes
+  // nothing and, in a steady step, allocates nothing. A number that the
+  // ring had to move past while still filed (one never synchronized, or
+  // far behind) waits in `older_`.
+  std::vector<Entry> ring_;
+  int64_t base_ = 0;
+  std::unordered_map<int64_t, Entry> older_;
   int64_t next_ = 0;
 };
 

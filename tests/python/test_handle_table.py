@@ -101,6 +101,35 @@ def test_numbers_stay_fresh_when_entries_are_refiled():
     assert all(t.synchronize(h) is None for h in done)
 
 
+def test_entries_outlive_any_number_of_later_ones():
+    # Entries kept across many later ones (more than the table holds
+    # side by side before it sets old ones aside), taken out of order,
+    # or never synchronized, each stay their number's until synchronized.
+    t = table()
+    first = Payload()
+    h_first = t.add([], None, first)
+    kept = {}
+    for i in range(70000):
+        p = Payload()
+        h = t.add([], None, p)
+        if i % 9000 == 0:
+            kept[h] = p
+        else:
+            assert t.synchronize(h) is p
+    out_of_order = [t.add([], None, Payload()) for _ in range(3000)]
+    for h in reversed(out_of_order):
+        assert t.poll(h)
+        assert t.synchronize(h) is not None
+        assert t.synchronize(h) is None
+    for h, p in kept.items():
+        assert t.poll(h)
+        assert t.synchronize(h) is p
+        assert t.synchronize(h) is None
+    assert t.synchronize(h_first) is first
+    with pytest.raises(ValueError, match="unknown or already synchronized"):
+        t.poll(h_first)
+
+
 def test_enqueue_needs_a_bound_engine():
     np = pytest.importorskip("numpy")
     t = table()
