@@ -177,24 +177,36 @@ class _Exporter:
         return (1, 0)
 
 
+class _Recorder:
+    """allreduce_async_function's export (through `export_with`) and
+    fallback, recording what each was given."""
+
+    def __init__(self, export_with=lambda x: x.__dlpack__()):
+        self.export_with = export_with
+        self.exported, self.fell_back = [], []
+
+    def export(self, x):
+        self.exported.append(x)
+        return self.export_with(x)
+
+    def fallback(self, *args):
+        self.fell_back.append(args)
+        return "fallback"
+
+    def function(self, table, global_set):
+        return _core.allreduce_async_function(table, self.export,
+                                              self.fallback, global_set, 1)
+
+
 def test_allreduce_async_function_files_or_falls_back():
     # The per-gradient form is exported and filed in C (here meeting the
     # unbound engine); every other form reaches the Python implementation
     # with the arguments as given and the defaults filled in.
     np = pytest.importorskip("numpy")
-    t = table()
-    exported, fell_back = [], []
-
-    def export(x):
-        exported.append(x)
-        return x.__dlpack__()
-
-    def fallback(*args):
-        fell_back.append(args)
-        return "fallback"
-
+    calls = _Recorder()
+    exported, fell_back = calls.exported, calls.fell_back
     everyone = Payload()
-    f = _core.allreduce_async_function(t, export, fallback, everyone, 1)
+    f = calls.function(table(), everyone)
     assert f.__name__ == "allreduce_async_"
     a = np.ones(4, dtype=np.float32)
     filed = [dict(name="x"), dict(name="x", op=0),
@@ -329,17 +341,8 @@ def test_allreduce_async_function_describes_through_the_exchange_table():
     # export; a table of another major version (unless it links a 1.x one),
     # without the function, under another name, not a capsule, or a
     # function that refuses the tensor leaves the export to do the work.
-    t = table()
-    exported = []
-
-    def export(x):
-        exported.append(x)
-        return x.__dlpack__()
-
-    def fallback(*args):
-        pytest.fail("fell back")
-
-    f = _core.allreduce_async_function(t, export, fallback, Payload(), 1)
+    calls = _Recorder()
+    f = calls.function(table(), Payload())
     v1 = _Table(major=1, minor=3, describe=_describing(0))
     v2 = _Table(major=2, minor=0, older=ctypes.pointer(v1))
     described = [_tensor_type(_capsule(v1)), _tensor_type(_capsule(v2))]
@@ -359,8 +362,9 @@ def test_allreduce_async_function_describes_through_the_exchange_table():
             x = kind()
             with pytest.raises(ValueError, match="not been initialized"):
                 f(x, name="x")
-            assert exported == ([x] if kind in exporting else [])
-            exported.clear()
+            assert calls.exported == ([x] if kind in exporting else [])
+            calls.exported.clear()
+    assert not calls.fell_back
 
 
 def test_allreduce_async_function_describes_torch_tensors_in_place():
@@ -368,22 +372,13 @@ def test_allreduce_async_function_describes_torch_tensors_in_place():
     # exchange table: the per-gradient call never exports them. A strided
     # one is described, found strided and passed on.
     torch = pytest.importorskip("torch")
-    t = table()
-    exported, fell_back = [], []
-
-    def export(x):
-        exported.append(x)
-        return torch.utils.dlpack.to_dlpack(x)
-
-    def fallback(*args):
-        fell_back.append(args[0])
-        return "fallback"
-
-    f = _core.allreduce_async_function(t, export, fallback, Payload(), 1)
+    calls = _Recorder(torch.utils.dlpack.to_dlpack)
+    f = calls.function(table(), Payload())
     for x in (torch.ones(4), torch.nn.Parameter(torch.ones(2, 3)),
               torch.ones((), dtype=torch.float64), torch.ones(0)):
         with pytest.raises(ValueError, match="not been initialized"):
             f(x, name="x")
     strided = torch.ones(4, 4)[:, 1]
     assert f(strided, name="x") == "fallback"
-    assert fell_back == [strided] and not exported
+    assert [args[0] for args in calls.fell_back] == [strided]
+    assert not calls.exported
