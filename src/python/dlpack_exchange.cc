@@ -59,7 +59,10 @@ bool DlpackExchange::Describe(nb::handle obj, nb::dlpack::dltensor* out) {
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
   Known* k = nullptr;
   for (Known& known : known_)
-    if (known.type.ptr() == type) k = &known;
+    if (known.type.ptr() == type) {
+      k = &known;
+      break;
+    }
   if (k == nullptr) {
     k = &known_[next_];
     next_ = (next_ + 1) % kTypes;

@@ -43,9 +43,7 @@ int64_t HandleTable::AddOne(Handle handle, nb::object finish,
 int64_t HandleTable::File(Entry entry) {
   const int64_t number = next_++;
   if (static_cast<size_t>(number - base_) >= ring_.size()) MakeRoom(number);
-  Entry& slot = ring_[static_cast<size_t>(number) & (ring_.size() - 1)];
-  slot = std::move(entry);
-  slot.filed = true;
+  ring_[static_cast<size_t>(number) & (ring_.size() - 1)] = std::move(entry);
   return number;
 }
 
@@ -60,16 +58,14 @@ void HandleTable::MakeRoom(int64_t number) {
   }
   for (; static_cast<size_t>(number - base_) >= ring_.size(); ++base_) {
     Entry& e = ring_[static_cast<size_t>(base_) & (ring_.size() - 1)];
-    if (!e.filed) continue;
-    e.filed = false;
-    older_.emplace(base_, std::move(e));
+    if (e.filed()) older_.emplace(base_, std::move(e));
   }
 }
 
 HandleTable::Entry* HandleTable::Find(int64_t number) {
   if (number >= base_ && number < next_) {
     Entry& e = ring_[static_cast<size_t>(number) & (ring_.size() - 1)];
-    return e.filed ? &e : nullptr;
+    return e.filed() ? &e : nullptr;
   }
   auto it = older_.find(number);
   return it == older_.end() ? nullptr : &it->second;
@@ -93,9 +89,8 @@ nb::object HandleTable::Synchronize(int64_t number) {
   if (found == nullptr) return nb::none();
   Entry e = std::move(*found);  // leaves the slot holding nothing
   if (number >= base_) {
-    found->filed = false;
     while (base_ < next_ &&
-           !ring_[static_cast<size_t>(base_) & (ring_.size() - 1)].filed)
+           !ring_[static_cast<size_t>(base_) & (ring_.size() - 1)].filed())
       ++base_;
   } else {
     older_.erase(number);

@@ -62,7 +62,9 @@ class HandleTable {
     nanobind::object core;    // Add's sequence of handles
     nanobind::object finish;  // None: the result is `arrays`
     nanobind::object arrays;
-    bool filed = false;  // in the ring: holds a number's entry
+    // Holds a number's entry: every filed one has its handle or handles
+    // (a ring slot moved out of holds neither).
+    bool filed() const { return one.valid() || core.is_valid(); }
   };
 
   int64_t File(Entry entry);

@@ -166,7 +166,9 @@ class Executor {
   std::vector<QueuedTensor*> records_;
   std::vector<TensorEntry*> claimed_;
   std::vector<Piece> pieces_;
-  std::vector<int64_t> counts_;  // elements per tensor, for Adasum
+  // Elements per tensor, where the caller gives none (and as Adasum's
+  // vector).
+  std::vector<int64_t> counts_;
   ExecutorStats stats_;
   DriveCounter<uint64_t> responses_;
   DriveCounter<uint64_t> tensors_;

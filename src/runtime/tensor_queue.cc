@@ -27,7 +27,7 @@ TensorQueue::~TensorQueue() {
 
 Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
   if (n == 0) return Status::OK();
-  bool wake_loop;
+  bool wake_loop;  // this Add starts the loop's list
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return entries[0].Failure(closed_);
@@ -97,13 +97,13 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
     // The loop takes the whole list at once (TakeNew, under this lock):
     // while it holds records it has not taken, the Add that listed the
     // first of them has woken it, and it will see the rest.
-    wake_loop = fresh_.empty();
+    const bool untaken = !fresh_.empty();
     for (QueuedTensor* t : added_)
       if (!t->listed_) {
         t->listed_ = true;
         fresh_.push_back(t);
       }
-    if (fresh_.empty()) wake_loop = false;
+    wake_loop = !untaken && !fresh_.empty();
     if (idle_ > kMaxIdle) Sweep();
     if (orphans_.size() > kMaxOrphans) ResetLinks();
   }
