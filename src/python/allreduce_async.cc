@@ -4,6 +4,7 @@
 #include <memory>
 #include <string_view>
 
+#include "python/c_call.h"
 #include "python/dlpack_exchange.h"
 #include "python/dlpack_view.h"
 #include "python/handle_table.h"
@@ -168,19 +169,8 @@ PyObject* AllreduceAsyncCall(PyObject* self, PyObject* const* args,
   auto& f = *static_cast<AllreduceAsync*>(PyCapsule_GetPointer(self, nullptr));
   nb::handle a[AllreduceAsync::kParams];
   if (!BindAllreduceAsync(f, args, nargs, kwnames, a)) return nullptr;
-  try {
-    return AllreduceAsyncBound(f, a).release().ptr();
-  } catch (nb::python_error& e) {
-    e.restore();
-  } catch (const nb::builtin_exception& e) {
-    PyObject* type = PyExc_RuntimeError;
-    if (e.type() == nb::exception_type::value_error) type = PyExc_ValueError;
-    if (e.type() == nb::exception_type::type_error) type = PyExc_TypeError;
-    PyErr_SetString(type, e.what());
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-  return nullptr;
+  return CallTranslatingExceptions(
+      [&] { return AllreduceAsyncBound(f, a).release().ptr(); });
 }
 
 PyMethodDef kAllreduceAsyncDef = {

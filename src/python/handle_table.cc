@@ -11,7 +11,7 @@ HandleTable::HandleTable(nb::object invalid_argument_error,
                          nb::object internal_error)
     : invalid_argument_error_(std::move(invalid_argument_error)),
       internal_error_(std::move(internal_error)),
-      engine_(nb::none()) {}
+      engine_owner_(nb::none()) {}
 
 void HandleTable::Raise(const Status& st) const {
   RaiseAs(st.code() == StatusCode::kInvalidArgument ? invalid_argument_error_
@@ -34,10 +34,16 @@ int64_t HandleTable::Add(nb::object core_handles, nb::object finish,
                std::move(arrays)});
 }
 
-int64_t HandleTable::AddOne(Handle handle, nb::object finish,
-                            nb::object arrays) {
-  return File(
-      {std::move(handle), nb::object(), std::move(finish), std::move(arrays)});
+Handle* HandleTable::Reserve() {
+  if (static_cast<size_t>(next_ - base_) >= ring_.size()) MakeRoom(next_);
+  return &ring_[static_cast<size_t>(next_) & (ring_.size() - 1)].one;
+}
+
+int64_t HandleTable::FileReserved(nb::object finish, nb::object arrays) {
+  Entry& e = ring_[static_cast<size_t>(next_) & (ring_.size() - 1)];
+  e.finish = std::move(finish);
+  e.arrays = std::move(arrays);
+  return next_++;
 }
 
 int64_t HandleTable::File(Entry entry) {

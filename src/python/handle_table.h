@@ -21,6 +21,8 @@
 
 namespace horovod {
 
+struct PyEngine;
+
 class HandleTable {
  public:
   // The exception types bad input and a failed operation raise.
@@ -39,14 +41,22 @@ class HandleTable {
   int64_t Add(nanobind::object core_handles, nanobind::object finish,
               nanobind::object arrays);
   // The same for one engine handle, which becomes a Python object only if
-  // `finish` needs it.
-  int64_t AddOne(Handle handle, nanobind::object finish,
-                 nanobind::object arrays);
-  // The engine that enqueue_one submits to (None before init and after
+  // `finish` needs it, in two calls: Reserve gives the handle the next
+  // number will hold, for the caller to enqueue into where it lies (so
+  // filing moves no handle); FileReserved files it. A reserved handle left
+  // unset (a refused enqueue) files nothing. Nothing else may file or
+  // collect between the two.
+  Handle* Reserve();
+  int64_t FileReserved(nanobind::object finish, nanobind::object arrays);
+  // The engine that enqueue_one submits to (null before init and after
   // shutdown), bound by the adapter's engine listener so that a call
-  // passes no engine and reads no property.
-  void Bind(nanobind::object engine) { engine_ = std::move(engine); }
-  const nanobind::object& engine() const { return engine_; }
+  // passes no engine and reads no property; `owner` is the Python object
+  // that holds it (None with a null engine).
+  void Bind(nanobind::object owner, PyEngine* engine) {
+    engine_owner_ = std::move(owner);
+    engine_ = engine;
+  }
+  PyEngine* engine() const { return engine_; }
 
   // True once every engine handle of `number` finished; ValueError for a
   // number that is unknown or already synchronized.
@@ -58,7 +68,7 @@ class HandleTable {
 
  private:
   struct Entry {
-    Handle one;               // AddOne's handle (core is unset)
+    Handle one;               // a reserved handle (core is unset)
     nanobind::object core;    // Add's sequence of handles
     nanobind::object finish;  // None: the result is `arrays`
     nanobind::object arrays;
@@ -86,7 +96,8 @@ class HandleTable {
 
   nanobind::object invalid_argument_error_;
   nanobind::object internal_error_;
-  nanobind::object engine_;
+  nanobind::object engine_owner_;
+  PyEngine* engine_ = nullptr;
   // Numbers are handed out in order and mostly synchronized in order: the
   // entries of numbers from base_ up to next_ lie in a ring indexed by
   // number (a power of two long), so filing and collecting one hashes

@@ -23,6 +23,7 @@
 #include "python/dlpack_view.h"
 #include "python/handle_table.h"
 #include "python/py_engine.h"
+#include "python/table_methods.h"
 
 namespace nb = nanobind;
 using namespace horovod;
@@ -120,6 +121,7 @@ NB_MODULE(_core, m) {
                       delete e;
                       Raise(st);
                     }
+                    e->rank = e->engine->rank();
                     e->Bind();
                     return e;
                   })
@@ -253,16 +255,10 @@ NB_MODULE(_core, m) {
         e.Stop();
       });
 
-  nb::class_<HandleTable>(m, "HandleTable")
-      .def(nb::init<nb::object, nb::object>())
+  nb::class_<HandleTable> table_class(m, "HandleTable");
+  table_class.def(nb::init<nb::object, nb::object>())
       .def("add", &HandleTable::Add, nb::arg("core_handles"),
            nb::arg("finish").none(), nb::arg("arrays").none())
-      // Adapters export these bound methods as their poll and synchronize,
-      // without a Python frame around them.
-      .def("poll", &HandleTable::Poll, nb::arg("handle"),
-           "True if the operation behind `handle` has finished.")
-      .def("synchronize", &HandleTable::Synchronize, nb::arg("handle"),
-           "Waits for the operation behind `handle` and returns its output.")
       // An engine listener (HorovodBasics.add_engine_listener): the engine
       // after each init, None before each shutdown.
       .def(
@@ -270,7 +266,9 @@ NB_MODULE(_core, m) {
           [](HandleTable& table, nb::object engine) {
             if (!engine.is_none() && !nb::isinstance<PyEngine>(engine))
               throw nb::type_error("HandleTable.bind: an Engine or None");
-            table.Bind(std::move(engine));
+            PyEngine* bound =
+                engine.is_none() ? nullptr : nb::inst_ptr<PyEngine>(engine);
+            table.Bind(std::move(engine), bound);
           },
           nb::arg("engine").none())
       // One array, no splits or bfloat16 bits: the common collective, from
@@ -296,6 +294,9 @@ NB_MODULE(_core, m) {
           nb::arg("finish").none(), nb::arg("prefix"), nb::arg("name"),
           nb::arg("reduce_op"), nb::arg("prescale"), nb::arg("postscale"),
           nb::arg("root"), nb::arg("process_set"));
+  // poll and synchronize: see table_methods.h. Adapters export the bound
+  // methods as theirs, without a Python frame around them.
+  AddTableMethods(table_class);
   m.def("allreduce_async_function", &MakeAllreduceAsync, nb::arg("table"),
         nb::arg("export"), nb::arg("fallback"), nb::arg("global_set"),
         nb::arg("default_op"));

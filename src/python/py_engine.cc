@@ -35,25 +35,24 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
                       nb::object finish, std::string_view prefix,
                       std::string_view name, int reduce_op, double prescale,
                       double postscale, int root, int process_set) {
-  if (table.engine().is_none())
+  PyEngine* pe = table.engine();
+  if (pe == nullptr)
     throw nb::value_error("Horovod has not been initialized; use hvd.init().");
-  PyEngine& pe = *nb::inst_ptr<PyEngine>(table.engine());
-  TensorView& view = pe.view;
-  CollectiveArgs& args = pe.args;
+  TensorView& view = pe->view;
+  CollectiveArgs& args = pe->args;
   Engine* eng = nullptr;
   try {
-    eng = &pe.get();
-    dlpack::ToView(tensor, eng->rank(), &view);
+    eng = &pe->get();
+    dlpack::ToView(tensor, pe->rank, &view);
   } catch (const nb::builtin_exception& x) {
     table.RaiseInvalidArgument(x.what());
   }
   args.name.assign(prefix);
   if (!name.empty()) args.name.append(".").append(name);
   SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
-  Handle handle;
-  Status st = eng->Enqueue(op, view, args, &handle);
+  Status st = eng->Enqueue(op, view, args, table.Reserve());
   if (!st.ok()) table.Raise(st);
-  return table.AddOne(std::move(handle), std::move(finish), std::move(keep));
+  return table.FileReserved(std::move(finish), std::move(keep));
 }
 
 int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,

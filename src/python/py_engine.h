@@ -25,6 +25,7 @@ namespace horovod {
 // through the process's binding, from start until shutdown.
 struct PyEngine {
   std::unique_ptr<Engine> engine;
+  int rank = -1;  // the engine's, named in errors about a call's input
   // The view and arguments EnqueueTensor rewrites each call: a steady
   // step's calls allocate nothing, and they are not thread-local storage,
   // which costs a lookup each use in a shared library (the GIL orders the

@@ -382,3 +382,30 @@ def test_allreduce_async_function_describes_torch_tensors_in_place():
     assert f(strided, name="x") == "fallback"
     assert [args[0] for args in calls.fell_back] == [strided]
     assert not calls.exported
+
+
+def test_poll_and_synchronize_take_one_handle_number():
+    # Plain C methods (no binding layer): the argument is checked by hand.
+    np = pytest.importorskip("numpy")
+    t = table()
+    a, b, c = Payload(), Payload(), Payload()
+    ha, hb, hc = (t.add([], None, p) for p in (a, b, c))
+    assert t.poll(handle=ha) is True
+    assert t.synchronize(handle=ha) is a
+    assert t.synchronize(np.int64(hb)) is b  # any integer with __index__
+    bound = t.synchronize  # as adapters export it
+    assert bound(hc) is c
+    for bad in (1.0, "1", None, 2 ** 70):
+        for method in (t.poll, t.synchronize):
+            with pytest.raises(TypeError, match="the handle must be an int"):
+                method(bad)
+    with pytest.raises(TypeError, match="takes one argument, the handle "
+                                        r"\(0 given\)"):
+        t.synchronize()
+    with pytest.raises(TypeError, match=r"\(2 given\)"):
+        t.poll(1, 2)
+    with pytest.raises(TypeError,
+                       match="unexpected keyword argument 'number'"):
+        t.synchronize(number=1)
+    with pytest.raises(TypeError):
+        _core.HandleTable.synchronize(Payload(), 1)  # not a table

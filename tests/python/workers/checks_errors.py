@@ -69,7 +69,13 @@ def check_duplicate_name_refused_at_once():
                    "Duplicate tensor name 'allreduce.dup'",
                    lambda: hvd.allreduce_async(torch.ones(2), name="dup"))
         assert "rank 0" in str(e), e
-    hvd.broadcast(torch.ones(1), 0, name="go")
+        expect(hvd.HorovodInvalidArgumentError,
+               "Duplicate tensor name 'allreduce.dup'",
+               lambda: hvd.allreduce_async_(torch.ones(2), name="dup"))
+    go = hvd.broadcast_async(torch.ones(1), 0, name="go")
+    if r == 0:
+        assert go == h + 1, (h, go)  # a refused call files no handle
+    hvd.synchronize(go)
     if r == 0:
         hvd.synchronize(h)
     else:
