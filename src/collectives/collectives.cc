@@ -6,11 +6,6 @@
 #include "collectives/reduce.h"
 
 namespace horovod {
-namespace {
-
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
-}  // namespace
 
 std::vector<int64_t> Offsets(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> off(sizes.size() + 1, 0);

@@ -27,6 +27,9 @@ Status Allreduce(Communicator& comm, void* buf, int64_t count, DataType dtype,
 // Whether Allreduce takes the ring for `count` elements (the same answer
 // on every member).
 bool TakesRing(const Communicator& comm, int64_t count, DataType dtype);
+// `a` modulo `n` in [0, n), for ring neighbours and blocks counted back
+// from a member (a may be negative).
+inline int Mod(int a, int n) { return ((a % n) + n) % n; }
 // The ring's blocks of `count` elements: member i's is count / n elements,
 // one more for the first count % n; written to (*counts)[0, n).
 void RingBlocks(int64_t count, int n, std::vector<int64_t>* counts);

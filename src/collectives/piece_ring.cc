@@ -8,8 +8,6 @@
 namespace horovod {
 namespace {
 
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
 // What one reduce-scatter step's chunks are reduced with.
 struct Step {
   int64_t first;  // the received block's first element
