@@ -16,6 +16,7 @@ Thread-safety: a distributed optimizer is used by the thread that trains.
 
 import keras
 
+from horovod.common.compression import HalfCompressor, NoneCompressor
 from horovod.common.exceptions import HorovodInvalidArgumentError
 from horovod.common.grouping import check_reduction_args, group_plan
 from horovod.common.ops import Adasum, Average, process_collectives
@@ -45,29 +46,29 @@ def backend_module():
     return hvd
 
 
+class _KerasFP16Compressor(HalfCompressor):
+    """Sends floating-point tensors as float16 (keras.ops casts)."""
+
+    half = "float16"
+
+    @staticmethod
+    def dtype_of(tensor):
+        return keras.backend.standardize_dtype(tensor.dtype)
+
+    @staticmethod
+    def is_float(dtype):
+        return dtype.startswith("float")
+
+    @staticmethod
+    def cast(tensor, dtype):
+        return keras.ops.cast(tensor, dtype)
+
+
 class Compression:
-    """Backend-neutral gradient compression (keras.ops casts)."""
+    """Backend-neutral gradient compression."""
 
-    class none:
-        @staticmethod
-        def compress(tensor):
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor
-
-    class fp16:
-        @staticmethod
-        def compress(tensor):
-            dtype = keras.backend.standardize_dtype(tensor.dtype)
-            if dtype.startswith("float") and dtype != "float16":
-                return keras.ops.cast(tensor, "float16"), dtype
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor if ctx is None else keras.ops.cast(tensor, ctx)
+    none = NoneCompressor
+    fp16 = _KerasFP16Compressor
 
 
 class _Reducer:

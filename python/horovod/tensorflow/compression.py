@@ -1,43 +1,28 @@
-"""Gradient compression applied around allreduce."""
+"""Gradient compression applied around allreduce (see
+horovod.common.compression)."""
 
 import tensorflow as tf
 
-
-class Compressor:
-    """compress(tensor) -> (tensor, ctx); decompress(tensor, ctx) undoes
-    it."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+from horovod.common.compression import (Compressor, HalfCompressor,  # noqa: F401
+                                        NoneCompressor)
 
 
-class NoneCompressor(Compressor):
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
+class FP16Compressor(HalfCompressor):
     """Sends floating-point tensors as float16."""
 
-    @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating and tensor.dtype != tf.float16:
-            return tf.cast(tensor, tf.float16), tensor.dtype
-        return tensor, None
+    half = tf.float16
 
     @staticmethod
-    def decompress(tensor, ctx):
-        return tensor if ctx is None else tf.cast(tensor, ctx)
+    def dtype_of(tensor):
+        return tensor.dtype
+
+    @staticmethod
+    def is_float(dtype):
+        return dtype.is_floating
+
+    @staticmethod
+    def cast(tensor, dtype):
+        return tf.cast(tensor, dtype)
 
 
 class Compression:

@@ -1,40 +1,28 @@
-"""Gradient compression applied around allreduce."""
+"""Gradient compression applied around allreduce (see
+horovod.common.compression)."""
 
 import torch
 
-
-class Compressor:
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
+from horovod.common.compression import (Compressor, HalfCompressor,  # noqa: F401
+                                        NoneCompressor)
 
 
-class NoneCompressor(Compressor):
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
+class FP16Compressor(HalfCompressor):
     """Sends floating-point tensors as float16."""
 
-    @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating_point and tensor.dtype != torch.float16:
-            return tensor.type(torch.float16), tensor.dtype
-        return tensor, None
+    half = torch.float16
 
     @staticmethod
-    def decompress(tensor, ctx):
-        return tensor if ctx is None else tensor.type(ctx)
+    def dtype_of(tensor):
+        return tensor.dtype
+
+    @staticmethod
+    def is_float(dtype):
+        return dtype.is_floating_point
+
+    @staticmethod
+    def cast(tensor, dtype):
+        return tensor.type(dtype)
 
 
 class Compression:
