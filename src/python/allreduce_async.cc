@@ -189,6 +189,11 @@ PyMethodDef kAllreduceAsyncDef = {
 nb::object MakeAllreduceAsync(nb::object table_obj, nb::object export_fn,
                               nb::object fallback, nb::object global_set,
                               int default_op) {
+  // Each call reaches the table by address: it must be one, initialized.
+  if (!nb::isinstance<HandleTable>(table_obj) || !nb::inst_ready(table_obj))
+    throw nb::type_error(
+        "allreduce_async_function: `table` must be an initialized "
+        "HandleTable");
   auto state = std::make_unique<AllreduceAsync>();
   state->table = std::move(table_obj);
   state->export_fn = std::move(export_fn);

@@ -264,8 +264,10 @@ NB_MODULE(_core, m) {
       .def(
           "bind",
           [](HandleTable& table, nb::object engine) {
-            if (!engine.is_none() && !nb::isinstance<PyEngine>(engine))
-              throw nb::type_error("HandleTable.bind: an Engine or None");
+            if (!engine.is_none() &&
+                (!nb::isinstance<PyEngine>(engine) || !nb::inst_ready(engine)))
+              throw nb::type_error(
+                  "HandleTable.bind: a started Engine or None");
             PyEngine* bound =
                 engine.is_none() ? nullptr : nb::inst_ptr<PyEngine>(engine);
             table.Bind(std::move(engine), bound);

@@ -57,25 +57,35 @@ bool HandleNumber(const char* method, PyObject* const* args, Py_ssize_t nargs,
   return false;
 }
 
+// The table behind `self` (an instance of the bound class, which the method
+// descriptor checks), or null with a TypeError set when it was never
+// initialized (made by __new__ alone).
+HandleTable* TableOf(PyObject* self, const char* method) {
+  if (nb::inst_ready(self)) return nb::inst_ptr<HandleTable>(self);
+  PyErr_Format(PyExc_TypeError, "%s() on a HandleTable never initialized",
+               method);
+  return nullptr;
+}
+
 PyObject* Poll(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                PyObject* kwnames) {
   int64_t number;
-  if (!HandleNumber("poll", args, nargs, kwnames, &number)) return nullptr;
-  return CallTranslatingExceptions([&] {
-    return nb::bool_(nb::inst_ptr<HandleTable>(self)->Poll(number))
-        .release()
-        .ptr();
-  });
+  HandleTable* table = TableOf(self, "poll");
+  if (table == nullptr || !HandleNumber("poll", args, nargs, kwnames, &number))
+    return nullptr;
+  return CallTranslatingExceptions(
+      [&] { return nb::bool_(table->Poll(number)).release().ptr(); });
 }
 
 PyObject* Synchronize(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                       PyObject* kwnames) {
   int64_t number;
-  if (!HandleNumber("synchronize", args, nargs, kwnames, &number))
+  HandleTable* table = TableOf(self, "synchronize");
+  if (table == nullptr ||
+      !HandleNumber("synchronize", args, nargs, kwnames, &number))
     return nullptr;
-  return CallTranslatingExceptions([&] {
-    return nb::inst_ptr<HandleTable>(self)->Synchronize(number).release().ptr();
-  });
+  return CallTranslatingExceptions(
+      [&] { return table->Synchronize(number).release().ptr(); });
 }
 
 // CPython's calling convention for METH_FASTCALL | METH_KEYWORDS, stored as

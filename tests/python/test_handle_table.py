@@ -139,6 +139,8 @@ def test_enqueue_needs_a_bound_engine():
                       1.0, 0, 0)
     with pytest.raises(TypeError):
         t.bind(Payload())
+    with pytest.raises(TypeError, match="a started Engine"):
+        t.bind(_core.Engine.__new__(_core.Engine))
     t.bind(None)  # what shutdown binds
     with pytest.raises(ValueError, match="not been initialized"):
         t.enqueue_one(0, a.__dlpack__(), a, None, "allreduce", "x", 1, 1.0,
@@ -208,6 +210,9 @@ def test_allreduce_async_function_files_or_falls_back():
     everyone = Payload()
     f = calls.function(table(), everyone)
     assert f.__name__ == "allreduce_async_"
+    for not_a_table in (Payload(), _core.HandleTable.__new__(_core.HandleTable)):
+        with pytest.raises(TypeError, match="initialized HandleTable"):
+            calls.function(not_a_table, everyone)
     a = np.ones(4, dtype=np.float32)
     filed = [dict(name="x"), dict(name="x", op=0),
              dict(name="ü", op=2, prescale_factor=2, postscale_factor=0.5),
@@ -409,3 +414,7 @@ def test_poll_and_synchronize_take_one_handle_number():
         t.synchronize(number=1)
     with pytest.raises(TypeError):
         _core.HandleTable.synchronize(Payload(), 1)  # not a table
+    bare = _core.HandleTable.__new__(_core.HandleTable)
+    for method in (bare.poll, bare.synchronize):
+        with pytest.raises(TypeError, match="never initialized"):
+            method(0)
