@@ -79,36 +79,77 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
       // keeps the last step's handle there gets that state back, still in
       // the caches since its wait, instead of the one before it.
       if (n == 1) handles[0] = Handle();
-      t->entry.handle = StateFor(t, e.request.dtype);
-      t->state_ = QueuedTensor::State::kQueued;
-      --idle_;
-      ++queued_;
+      QueueLocked(t);
       added_.push_back(t);
     }
-    pending_.store(true, std::memory_order_relaxed);
-    adds_.store(adds_.load(std::memory_order_relaxed) + 1,
-                std::memory_order_relaxed);
-    // The states are unshared until handed out (StateFor).
-    for (size_t i = 0; i < n; ++i) {
-      HandleState* state = added_[i]->entry.handle.get();
-      state->RefUnshared();
-      handles[i] = Handle(state);
-    }
-    // The loop takes the whole list at once (TakeNew, under this lock):
-    // while it holds records it has not taken, the Add that listed the
-    // first of them has woken it, and it will see the rest.
-    const bool untaken = !fresh_.empty();
-    for (QueuedTensor* t : added_)
-      if (!t->listed_) {
-        t->listed_ = true;
-        fresh_.push_back(t);
-      }
-    wake_loop = !untaken && !fresh_.empty();
+    wake_loop = ListLocked(added_.data(), n, handles);
     if (idle_ > kMaxIdle) Sweep();
     if (orphans_.size() > kMaxOrphans) ResetLinks();
   }
   if (wake_loop) Wake();
   return Status::OK();
+}
+
+bool Resubmission::Repeats(const Request& r) const {
+  return r.op == Op::kAllreduce && r.process_set == 0 && r.group_size == 0 &&
+         r.rank == rank && r.dtype == tensor.dtype &&
+         r.device == tensor.device && r.reduce_op == reduce_op &&
+         r.root == root && r.prescale == prescale && r.postscale == postscale &&
+         r.set_id == 0 && r.splits.empty() && r.set_ranks.empty() &&
+         r.group.empty() && r.shape == tensor.shape && r.name == name;
+}
+
+bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
+  bool wake_loop;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_.ok()) return false;  // Add refuses it, saying why
+    QueuedTensor* t = last_added_ != nullptr ? last_added_->next_ : nullptr;
+    if (t == nullptr || t->state_ != QueuedTensor::State::kIdle ||
+        !s.Repeats(t->entry.request))
+      return false;
+    last_added_ = t;
+    TensorView& view = t->entry.tensor;  // its shape stays empty
+    view.data = s.tensor.data;
+    view.dtype = s.tensor.dtype;
+    view.device = s.tensor.device;
+    view.input = s.tensor.input;
+    *handle = Handle();  // as Add does for a lone entry
+    QueueLocked(t);
+    wake_loop = ListLocked(&t, 1, handle);
+  }
+  if (wake_loop) Wake();
+  return true;
+}
+
+void TensorQueue::QueueLocked(QueuedTensor* t) {
+  t->entry.handle = StateFor(t, t->entry.request.dtype);
+  t->state_ = QueuedTensor::State::kQueued;
+  --idle_;
+  ++queued_;
+}
+
+bool TensorQueue::ListLocked(QueuedTensor* const* ts, size_t n,
+                             Handle* handles) {
+  pending_.store(true, std::memory_order_relaxed);
+  adds_.store(adds_.load(std::memory_order_relaxed) + 1,
+              std::memory_order_relaxed);
+  // The states are unshared until handed out (StateFor).
+  for (size_t i = 0; i < n; ++i) {
+    HandleState* state = ts[i]->entry.handle.get();
+    state->RefUnshared();
+    handles[i] = Handle(state);
+  }
+  // The loop takes the whole list at once (TakeNew, under this lock):
+  // while it holds records it has not taken, the Add that listed the
+  // first of them has woken it, and it will see the rest.
+  const bool untaken = !fresh_.empty();
+  for (size_t i = 0; i < n; ++i)
+    if (!ts[i]->listed_) {
+      ts[i]->listed_ = true;
+      fresh_.push_back(ts[i]);
+    }
+  return !untaken && !fresh_.empty();
 }
 
 HandleRef TensorQueue::StateFor(QueuedTensor* t, DataType dtype) {

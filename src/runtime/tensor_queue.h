@@ -53,6 +53,22 @@ struct TensorEntry {
   }
 };
 
+// A lone allreduce in the global set, as submitted, by reference: what
+// TensorQueue::AddAgain compares with a record's last request field by
+// field instead of building a new request to compare.
+struct Resubmission {
+  const std::string& name;
+  const TensorView& tensor;
+  ReduceOp reduce_op;
+  int32_t root;
+  double prescale;
+  double postscale;
+  int32_t rank;
+
+  // Whether building this submission's request would give `r` again.
+  bool Repeats(const Request& r) const;
+};
+
 // One key's record. `entry` is the submission while queued or claimed.
 class QueuedTensor {
  public:
@@ -103,6 +119,14 @@ class TensorQueue {
   // All-or-nothing: refuses every entry, and hands out no handle (nor
   // touches one), if any key is already in flight.
   Status Add(const TensorEntry* entries, size_t n, Handle* handles);
+  // A steady step's lone allreduce: when the record predicted to come next
+  // (the one added after the last one, last time) is idle and `s` repeats
+  // its last request, queues that request again with `s.tensor`'s data
+  // and gives *handle a state as Add does; else touches nothing and
+  // returns false, and the caller builds the request and calls Add. The
+  // request was checked when first built, and every input of those checks
+  // but the data pointer is in it: the caller checks that one.
+  bool AddAgain(const Resubmission& s, Handle* handle);
   // The records queued since the last call, in enqueue order. Swaps with
   // the vector passed in, which the next Adds fill (so its capacity is
   // reused instead of regrown every step).
@@ -188,6 +212,12 @@ class TensorQueue {
   // The record for r's key when it is the one added after the last one
   // last time and idle; else null (under mu_).
   QueuedTensor* Predicted(const Request& r) const;
+  // Idle -> queued, with a fresh handle state (under mu_).
+  void QueueLocked(QueuedTensor* t);
+  // Hands out the states of ts[0, n), just queued, as handles[0, n) and
+  // lists those not listed; true when the list was empty (the loop needs
+  // waking). Under mu_.
+  bool ListLocked(QueuedTensor* const* ts, size_t n, Handle* handles);
   // A reset state for t's next submission, reused from t when one is free
   // (under mu_).
   HandleRef StateFor(QueuedTensor* t, DataType dtype);

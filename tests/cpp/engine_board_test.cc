@@ -192,6 +192,51 @@ TEST(Engine, BoardRoundsFollowTensorsThatChanged) {
   ExpectEveryRankOk(failures);
 }
 
+// A name submitted step after step with the same parameters is queued again
+// as its record holds it; what the record cannot vouch for is still checked
+// and changed parameters still take effect: a step without data or on a
+// device is refused (naming the rank) and the job goes on, an out-of-place
+// step and a scaled one give their exact results.
+TEST(Engine, ASteadySubmissionIsStillCheckedAndFollowsItsParameters) {
+  const int n = 2;
+  ExpectEveryRankOk(RunRanks(n, [&](Engine* e, int r, std::string* fail) {
+    auto run = [&](int step, TensorView view, const CollectiveArgs& args,
+                   const std::vector<float>& out, float want) {
+      Handle h;
+      Status st = e->Allreduce(view, args, &h);
+      if (!st.ok() || !(st = h.Wait(30)).ok() ||
+          std::count(out.begin(), out.end(), want) != int64_t(out.size()))
+        *fail += "step " + std::to_string(step) + " " + st.message() + ";";
+    };
+    auto refused = [&](TensorView view, const CollectiveArgs& args,
+                       const char* what) {
+      Handle h;
+      const Status st = e->Allreduce(view, args, &h);
+      if (st.ok() || st.message().find(what) == std::string::npos ||
+          st.message().find("rank " + std::to_string(r)) == std::string::npos)
+        *fail += std::string("not refused: ") + what + ";";
+    };
+    CollectiveArgs args;
+    args.name = "steady.g";
+    std::vector<float> v(6), in(6, float(r + 1));
+    for (int s = 0; s < 12; ++s) {
+      v.assign(6, float(r + 1 + s));
+      TensorView view{v.data(), DataType::kFloat32, {6}};
+      if (s == 4) refused({nullptr, DataType::kFloat32, {6}}, args, "no data");
+      if (s == 5) {
+        view.device = 0;
+        refused(view, args, "only CPU tensors");
+        view.device = -1;
+      }
+      if (s == 6 || s == 7) view.input = in.data();  // the result goes to v
+      args.prescale = s == 9 ? 2.0 : 1.0;
+      const float want = (s == 6 || s == 7) ? 3.f : float(3 + 2 * s);
+      run(s, view, args, v, s == 9 ? 2 * want : want);
+    }
+    if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+  }));
+}
+
 // A rank that posted its board round first waits on its doorbell until the
 // peer posts 5 ms later; peers ring only a sleeping loop, and a spinning
 // one sees the post itself. Returns each rank's median wait in ms: a post

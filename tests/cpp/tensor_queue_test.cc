@@ -1,8 +1,9 @@
 // TensorQueue without an engine: duplicate names, records reused across
-// submissions of a name (and the cache slot remembered with them), claims
-// by address or by name in place, keys freed while a claimed collective
-// still runs, failing what is queued, idle records dropped once many pile
-// up, and the eventfd written only while the loop sleeps.
+// submissions of a name (and the cache slot remembered with them), a
+// steady submission queued again as its record holds it, claims by address
+// or by name in place, keys freed while a claimed collective still runs,
+// failing what is queued, idle records dropped once many pile up, and the
+// eventfd written only while the loop sleeps.
 #include "runtime/tensor_queue.h"
 
 #include <gtest/gtest.h>
@@ -141,6 +142,87 @@ TEST(TensorQueue, AResubmissionDifferentOutsideTheLookupIsTakenWhole) {
   resubmit();
   EXPECT_EQ(rec->cache_slot, -1);
   EXPECT_EQ(rec->entry.request.prescale, 2.0);
+}
+
+// A request as the engine builds it for a lone allreduce.
+TensorEntry Allreduce(const std::string& name, float* data) {
+  TensorEntry e = Entry(name, {4}, data);
+  e.request.rank = 1;
+  e.tensor.dtype = e.request.dtype;
+  return e;
+}
+
+TEST(TensorQueue, ASubmissionRepeatingItsPredictedRecordIsQueuedAgainAsIs) {
+  TensorQueue q;
+  float x[4], y[4];
+  const TensorEntry a = Allreduce("a", x), b = Allreduce("b", x);
+  TensorView view{y, DataType::kFloat32, {4}};
+  const std::string name_a = "a", name_b = "b";  // AddAgain keeps refs
+  auto again = [&](const std::string& name, Handle* h) {
+    return q.AddAgain({name, view, ReduceOp::kSum, 0, 1.0, 1.0, 1}, h);
+  };
+  auto run = [&] {  // the loop's steady step over what is new
+    std::vector<QueuedTensor*> fresh = New(q);
+    std::vector<TensorEntry*> claimed;
+    q.Claim(fresh.data(), fresh.size(), &claimed);
+    q.Release(fresh.data(), fresh.size());
+    return fresh;
+  };
+  // Two steps by Add: the second links "b" to "a", the record after it.
+  for (int step = 0; step < 2; ++step)
+    EXPECT_TRUE(Add(q, a).valid() && Add(q, b).valid() && run().size() == 2);
+  Handle ha, hb, h;
+  ASSERT_TRUE(again(name_a, &ha) && again(name_b, &hb));
+  EXPECT_TRUE(ha.valid() && hb.valid() && q.Pending());
+  // Both in flight: a repeat of either is left to Add, which refuses it.
+  EXPECT_FALSE(again(name_a, &h));
+  EXPECT_FALSE(h.valid());
+  std::vector<QueuedTensor*> fresh = run();
+  ASSERT_EQ(fresh.size(), 2u);
+  QueuedTensor* rec_a = fresh[0];
+  EXPECT_EQ(rec_a->entry.request.name, "a");
+  EXPECT_EQ(rec_a->entry.tensor.data, y);  // the new data, the old request
+  EXPECT_EQ(fresh[1]->entry.request.name, "b");
+  // Out of order: "b" is not the record after "b".
+  EXPECT_FALSE(again(name_b, &h));
+  EXPECT_FALSE(q.Pending());
+  // A step whose first tensor differs is not queued again.
+  view.shape = {2, 2};
+  EXPECT_FALSE(again(name_a, &h));
+  view.shape = {4};
+  rec_a->cache_slot = 9;
+  ASSERT_TRUE(again(name_a, &h));
+  EXPECT_EQ(rec_a->cache_slot, 9);  // the same request: its slot stands
+  q.FailAll(Status::Aborted("gone"));
+  EXPECT_FALSE(again(name_b, &h));
+}
+
+TEST(TensorQueue, ASubmissionRepeatsARequestOnlyWhenEveryFieldIsSame) {
+  float x[4];
+  const TensorView view{x, DataType::kFloat32, {4}};
+  const std::string name = "g";
+  const Resubmission s{name, view, ReduceOp::kSum, 0, 1.0, 1.0, 1};
+  const Request base = Allreduce("g", x).request;
+  std::vector<Request> changed(16, base);  // each field changed alone
+  changed[0].op = Op::kBroadcast;
+  changed[1].process_set = 1;
+  changed[2].group_size = 2;
+  changed[3].rank = 0;
+  changed[4].dtype = DataType::kFloat64;
+  changed[5].device = 0;
+  changed[6].reduce_op = ReduceOp::kAverage;
+  changed[7].root = 1;
+  changed[8].prescale = 2;
+  changed[9].postscale = 0.5;
+  changed[10].set_id = 3;
+  changed[11].splits = {2, 2};
+  changed[12].set_ranks = {0};
+  changed[13].group = "grp";
+  changed[14].shape = {2, 2};
+  changed[15].name = "h";
+  EXPECT_TRUE(s.Repeats(base));
+  for (size_t i = 0; i < changed.size(); ++i)
+    EXPECT_FALSE(s.Repeats(changed[i])) << "change " << i;
 }
 
 TEST(TensorQueue, ClaimedRecordsRunInPlaceAndFreeTheirKeysOnRelease) {
