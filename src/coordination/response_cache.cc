@@ -51,7 +51,7 @@ int ResponseCache::SlotOf(int32_t process_set, const std::string& name) const {
 int ResponseCache::Find(const Request& r) const {
   const int s = SlotOf(r.process_set, r.name);
   if (s < 0) return -1;
-  const Response& c = entries_[s].response;
+  const Response& c = entries_[s];
   // A grouped tensor names its group by slot too: the cached entry keeps
   // the group, so rank 0 still releases the group whole.
   return SameScalars(c, r) && c.shapes[0] == r.shape &&
@@ -68,10 +68,10 @@ void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
   uint32_t slot;
   if (it != index_.end()) {
     slot = it->second;
-    Entry& e = entries_[slot];
-    if (!SameParams(e.response, r, i)) {
-      AssignSingle(r, i, &e.response);
-      e.changed_at = epoch;
+    Response& e = entries_[slot];
+    if (!SameParams(e, r, i)) {
+      AssignSingle(r, i, &e);
+      changed_at_[slot] = epoch;
       ++version_;
     }
     last_use_[slot] = clock_;
@@ -81,17 +81,16 @@ void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
     slot = static_cast<uint32_t>(entries_.size());
     entries_.emplace_back();
     last_use_.push_back(0);
+    changed_at_.push_back(0);
   } else {
     slot = static_cast<uint32_t>(
         std::min_element(last_use_.begin(), last_use_.end()) -
         last_use_.begin());
-    Entry& old = entries_[slot];
-    index_.erase(TensorKey(old.response.process_set, old.response.names[0]));
+    const Response& old = entries_[slot];
+    index_.erase(TensorKey(old.process_set, old.names[0]));
   }
-  Entry& e = entries_[slot];
-  e.used = true;
-  AssignSingle(r, i, &e.response);
-  e.changed_at = epoch;
+  AssignSingle(r, i, &entries_[slot]);
+  changed_at_[slot] = epoch;
   ++version_;
   last_use_[slot] = clock_;
   index_[key] = slot;
@@ -99,7 +98,7 @@ void ResponseCache::Put(const Response& r, size_t i, uint64_t epoch) {
 
 int ResponseCache::FindTensor(const Response& r, size_t i) const {
   const int s = SlotOf(r.process_set, r.names[i]);
-  return s >= 0 && SameParams(entries_[s].response, r, i) ? s : -1;
+  return s >= 0 && SameParams(entries_[s], r, i) ? s : -1;
 }
 
 std::vector<uint32_t> ResponseCache::SlotsFor(const Response& r) const {
@@ -116,9 +115,9 @@ std::vector<uint32_t> ResponseCache::SlotsFor(const Response& r) const {
 
 bool ResponseCache::Refresh(uint32_t slot, const Response& r, size_t i) {
   if (!Has(slot)) return false;
-  Entry& e = entries_[slot];
-  if (e.response.process_set != r.process_set ||
-      e.response.names[0] != r.names[i] || !SameParams(e.response, r, i))
+  const Response& e = entries_[slot];
+  if (e.process_set != r.process_set || e.names[0] != r.names[i] ||
+      !SameParams(e, r, i))
     return false;
   // Exactly what Put does for an unchanged entry, so caches that took
   // either way stay identical.
@@ -127,7 +126,7 @@ bool ResponseCache::Refresh(uint32_t slot, const Response& r, size_t i) {
 }
 
 Request ResponseCache::ToRequest(uint32_t slot, int rank) const {
-  return RequestFor(entries_[slot].response, 0, rank);
+  return RequestFor(entries_[slot], 0, rank);
 }
 
 }  // namespace horovod

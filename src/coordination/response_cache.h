@@ -27,12 +27,10 @@ class ResponseCache {
   int capacity() const { return capacity_; }
   // The slot holding exactly this request's parameters, or -1.
   int Find(const Request& r) const;
-  bool Has(uint32_t slot) const {
-    return slot < entries_.size() && entries_[slot].used;
-  }
+  bool Has(uint32_t slot) const { return slot < entries_.size(); }
   // A single-tensor response describing the cached entry.
-  const Response& Get(uint32_t slot) const { return entries_[slot].response; }
-  uint64_t ChangedAt(uint32_t slot) const { return entries_[slot].changed_at; }
+  const Response& Get(uint32_t slot) const { return entries_[slot]; }
+  uint64_t ChangedAt(uint32_t slot) const { return changed_at_[slot]; }
   // Tensor `i` of an executed OK response (fused or not); inserts,
   // refreshes or replaces (LRU when full).
   void Put(const Response& r, size_t i, uint64_t epoch);
@@ -62,18 +60,15 @@ class ResponseCache {
   int SlotOf(int32_t process_set, const std::string& name) const;
 
  private:
-  struct Entry {
-    bool used = false;
-    Response response;
-    uint64_t changed_at = 0;
-  };
   int capacity_;
   uint64_t clock_ = 0;
   uint64_t version_ = 0;
-  std::vector<Entry> entries_;
-  // Each entry's last use, by slot, apart from the entries: a steady
-  // round touches every slot it ran, and these stay a few cache lines.
+  std::vector<Response> entries_;  // single-tensor responses, by slot
+  // Each entry's last use and the epoch its content last changed at, by
+  // slot, apart from the entries: a steady round reads and touches every
+  // slot it runs, and these stay a few cache lines.
   std::vector<uint64_t> last_use_;
+  std::vector<uint64_t> changed_at_;
   std::unordered_map<std::string, uint32_t> index_;
   mutable std::string key_;  // SlotOf's lookups, reused
 };
