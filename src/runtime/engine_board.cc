@@ -12,6 +12,7 @@
 // discarded everywhere.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "collectives/reduce.h"
 #include "runtime/engine_impl.h"
@@ -109,6 +110,15 @@ Status EngineImpl::BoardComplete() {
 void EngineImpl::OrderOffersBySlot() {
   const size_t n = offers_.size();
   posted_.resize(n);
+  // A step submits its tensors in the order their slots were given (in
+  // the order they were first executed): usually in order already.
+  size_t ascending = 1;
+  while (ascending < n && offers_[ascending - 1].slot < offers_[ascending].slot)
+    ++ascending;
+  if (ascending >= n) {
+    std::iota(posted_.begin(), posted_.end(), size_t{0});
+    return;
+  }
   const size_t slots = static_cast<size_t>(cache_.capacity());
   if (slots > 16 * n) {  // few offers: sort them
     for (size_t i = 0; i < n; ++i) posted_[i] = i;
@@ -130,8 +140,9 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   // Offers whose slot changed since the lookup, that waited too long, or
   // that another rank gave up on go the usual way (looked up again: the
   // slot may hold another tensor).
-  kept_.clear();
-  for (BoardOffer& o : offers_) {
+  size_t kept = 0;  // offers_ compacted in place
+  for (size_t i = 0; i < offers_.size(); ++i) {
+    const BoardOffer& o = offers_[i];
     const bool stale =
         !cache_.Has(o.slot) || cache_.ChangedAt(o.slot) > o.found_at;
     const bool overdue = !stale && now - o.since >= kBoardPatience;
@@ -142,9 +153,9 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
     if (stale || overdue || board_->PeerSentUsually(o.slot))
       SendUsually(o.request(), stale ? cache_.Find(o.request()) : o.slot, list);
     else
-      kept_.push_back(std::move(o));
+      offers_[kept++] = o;
   }
-  offers_.swap(kept_);
+  offers_.resize(kept);
   const bool behind = board_->Behind();
   if (!behind) behind_since_ = Clock::time_point::max();
   if (behind && behind_since_ == Clock::time_point::max()) behind_since_ = now;
@@ -281,10 +292,10 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   if (!again)
     for (size_t t = 0; t < f.bytes.size(); ++t)
       TrimTensors(&f.responses[t], f.elements[t].size(), &board_spares_);
-  kept_.clear();
+  size_t kept = 0;
   for (size_t i = 0; i < offers_.size(); ++i)
-    if (!taken_[i]) kept_.push_back(offers_[i]);
-  offers_.swap(kept_);
+    if (!taken_[i]) offers_[kept++] = offers_[i];
+  offers_.resize(kept);
   Status st;
   for (size_t t = 0; t < f.bytes.size(); ++t) {
     const Response& r = f.responses[t];

@@ -437,7 +437,6 @@ class EngineImpl {
   // Response lists refilled in place from step to step: the one a worker
   // decodes, the one rank 0 takes from its coordinator.
   ResponseList received_, emitted_;
-  std::vector<BoardOffer> kept_;
   std::vector<char> taken_;  // per offer: executed by the current round
   // The current round's agreed tensors, in slot order, and their entries
   // once claimed (null: no longer queued); each fused response's share.

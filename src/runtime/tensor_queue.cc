@@ -156,10 +156,13 @@ HandleRef TensorQueue::StateFor(QueuedTensor* t, DataType dtype) {
   HandleRef last = std::move(t->entry.handle);
   HandleRef spare = std::move(t->spare_);
   HandleRef fresh;
-  if (spare && spare->Unshared())
-    fresh = std::move(spare);
-  else if (last && last->Unshared())
+  // The last state first: a caller that let go of it before submitting
+  // again (as a lone entry's does) has just touched it, and a steady step
+  // then cycles through one state per name instead of two.
+  if (last && last->Unshared())
     fresh = std::move(last);
+  else if (spare && spare->Unshared())
+    fresh = std::move(spare);
   if (fresh) {
     fresh->Reset(dtype);
   } else {
