@@ -15,10 +15,10 @@ namespace {
 
 // Cached allreduces agreed on the ready board of `n` ranks (every rank on
 // one host, or a job of one): small tensors reduced from the boards, large
-// ones fused into collectives, each with its reduce op and scales; exact
-// results every step. With three ranks, also when one rank submits later
-// than the board waits (they go through rank 0: an early rank's offers wait
-// out the patience, the late rank's follow at once).
+// ones fused into collectives, each with its reduce op and scales, in
+// either order; exact results every step. With three ranks, also when one rank
+// submits later than the board waits (they go through rank 0: an early rank's
+// offers wait out the patience, the late rank's follow at once).
 void CheckBoardSteps(int n) {
   const int steps = 12;
   const float ranks_sum = float(n * (n + 1) / 2);  // of the (r + 1) below
@@ -54,7 +54,9 @@ void CheckBoardSteps(int n) {
         for (int64_t i = 0; i < cases[c].count; ++i)
           v[c][i] = float((r + 1) * (i % 7 + 1) + s);
       }
-      for (size_t c = 0; c < cases.size(); ++c) {
+      // Odd steps submit in reverse: the offers' slots then descend.
+      for (size_t k = 0; k < cases.size(); ++k) {
+        const size_t c = s % 2 ? cases.size() - 1 - k : k;
         CollectiveArgs args;
         args.name = cases[c].name;
         args.op = cases[c].op;
