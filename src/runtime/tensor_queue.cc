@@ -104,10 +104,8 @@ bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return false;  // Add refuses it, saying why
-    QueuedTensor* t = last_added_ != nullptr ? last_added_->next_ : nullptr;
-    if (t == nullptr || t->state_ != QueuedTensor::State::kIdle ||
-        !s.Repeats(t->entry.request))
-      return false;
+    QueuedTensor* t = NextIdle();
+    if (t == nullptr || !s.Repeats(t->entry.request)) return false;
     last_added_ = t;
     TensorView& view = t->entry.tensor;  // its shape stays empty
     view.data = s.tensor.data;
@@ -182,12 +180,16 @@ void TensorQueue::Unqueue(QueuedTensor* t) {
   pending_.store(queued_ > 0, std::memory_order_relaxed);
 }
 
-QueuedTensor* TensorQueue::Predicted(const Request& r) const {
+QueuedTensor* TensorQueue::NextIdle() const {
   QueuedTensor* t = last_added_ != nullptr ? last_added_->next_ : nullptr;
+  return t != nullptr && t->state_ == QueuedTensor::State::kIdle ? t : nullptr;
+}
+
+QueuedTensor* TensorQueue::Predicted(const Request& r) const {
+  QueuedTensor* t = NextIdle();
   // An idle record's request is its last submission's, of its key (or
   // moved out by Take: then it matches nothing and the key is looked up).
-  return t != nullptr && t->state_ == QueuedTensor::State::kIdle &&
-                 t->entry.request.process_set == r.process_set &&
+  return t != nullptr && t->entry.request.process_set == r.process_set &&
                  t->entry.request.name == r.name
              ? t
              : nullptr;

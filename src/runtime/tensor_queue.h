@@ -209,8 +209,10 @@ class TensorQueue {
   void ClaimLocked(QueuedTensor* t);
   // Takes t out of by_slot_, if it is filed there (under mu_).
   void Unfile(QueuedTensor* t);
-  // The record for r's key when it is the one added after the last one
-  // last time and idle; else null (under mu_).
+  // The record added after the last one, last time, when it is idle;
+  // else null (under mu_).
+  QueuedTensor* NextIdle() const;
+  // The record for r's key when it is NextIdle(); else null (under mu_).
   QueuedTensor* Predicted(const Request& r) const;
   // Idle -> queued, with a fresh handle state (under mu_).
   void QueueLocked(QueuedTensor* t);
