@@ -241,8 +241,12 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   queue_.Claim(agreed_.data(), agreed_.size(), &claimed_);
   // The entries run by address: names are copied only to be traced.
   const bool traced = timeline_.active();
-  bool again;
-  BoardFusion& f = FusionFor(result, traced, &again);
+  // Only a round with a slot to fuse needs a fusion: a round of small
+  // tensors alone (a lone scalar's) reduces them from the boards.
+  size_t fused = 0;
+  for (uint32_t carried : result.carried_bytes) fused += carried == 0;
+  bool again = true;  // with nothing fused, nothing to build
+  BoardFusion& f = fused > 0 ? FusionFor(result, traced, &again) : unfused_;
   for (size_t k = 0; k < result.slots.size(); ++k) {
     const uint32_t slot = result.slots[k];
     if (result.carried_bytes[k] > 0) {

@@ -205,6 +205,14 @@ class EngineImpl {
   // One step with drive_mu_ held, begun at `begin`; ends the loop when the
   // job is over or failed. Returns the time the step ended.
   Clock::time_point RunStep(int max_wait_ms, Clock::time_point begin);
+  // A waiting caller's shortcut with drive_mu_ held: when our board round
+  // is open and every rank posts it within a few polls, reads it back and
+  // executes it without the rest of a step (whose checks the next step
+  // makes). True when it did; false, having changed nothing, otherwise.
+  bool FinishRound();
+  // Ends the loop after a step (or a round) failed with `st`, or when the
+  // job shut down (`finished`, or a shutdown received).
+  void EndLoop(const Status& st);
   // Adds the step that just ended (it took `step`) to the metrics.
   void AddStepMetrics(Clock::duration step);
 
@@ -465,6 +473,7 @@ class EngineImpl {
   // metric's scalars), and each keeps its own.
   static constexpr size_t kBoardFusions = 4;
   std::vector<BoardFusion> fusions_ = std::vector<BoardFusion>(kBoardFusions);
+  BoardFusion unfused_;  // a round's that fuses nothing: stays empty
   uint64_t fusion_clock_ = 0;
   std::atomic<uint64_t> auto_name_counter_[8] = {};
 };

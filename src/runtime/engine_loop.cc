@@ -1,6 +1,7 @@
 // EngineImpl, the loop driver: the loop thread, waiting callers that drive
 // steps themselves, and sleeping until work or a control frame arrives.
 #include "runtime/engine_impl.h"
+#include "transport/doorbell.h"
 
 namespace horovod {
 
@@ -140,6 +141,9 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
               : std::chrono::duration_cast<std::chrono::milliseconds>(until - t)
                         .count() +
                     1;
+      // A round our last step posted usually completes within a few
+      // polls: the step's waits and checks would only delay our result.
+      if (FinishRound()) continue;
       t = RunStep(static_cast<int>(std::min<int64_t>(most, left)), t);
     }
   }
@@ -163,6 +167,22 @@ Clock::time_point EngineImpl::RunStep(int max_wait_ms,
   const auto end = Clock::now();
   AddStepMetrics(end - begin);
   if (st.ok() && !finished && !shutdown_received_) return end;
+  EndLoop(st);
+  return end;
+}
+
+bool EngineImpl::FinishRound() {
+  if (board_ == nullptr || !board_->open()) return false;
+  for (int polls = 0; !board_->Readable(); ++polls) {
+    if (polls == kQuickPolls) return false;
+    CpuRelax();
+  }
+  const Status st = BoardComplete();
+  if (!st.ok()) EndLoop(st);
+  return true;
+}
+
+void EngineImpl::EndLoop(const Status& st) {
   if (!st.ok()) Fatal(st.message());
   // Transfers that broke as the job shut down, and operations it will
   // never run (another rank shut it down), still owe their callers an
@@ -171,7 +191,6 @@ Clock::time_point EngineImpl::RunStep(int max_wait_ms,
   queue_.FailAll(Status::Aborted(ShutdownMessage()));
   loop_done_.store(true);
   park_cv_.notify_all();
-  return end;
 }
 
 void EngineImpl::AddStepMetrics(Clock::duration step) {
