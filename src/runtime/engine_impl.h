@@ -111,6 +111,10 @@ inline constexpr auto kBoardPatience = std::chrono::milliseconds(20);
 // of an empty one and another. A rank that sends rank 0 anything joins at
 // once (rank 0 emits no response list while its round is open).
 inline constexpr auto kBoardJoinGrace = std::chrono::milliseconds(2);
+// A waiting caller whose step only has board work runs a lean one
+// (EngineImpl::CallerStep); at least every this many, a full step makes
+// the checks lean ones leave out.
+inline constexpr int kLeanSteps = 64;
 // Tensors up to this size ride on the board: every rank reduces them from
 // the others' copies, with no collective.
 inline constexpr uint32_t kBoardCarryBytes = 1024;
@@ -210,6 +214,19 @@ class EngineImpl {
   // executes it without the rest of a step (whose checks the next step
   // makes). True when it did; false, having changed nothing, otherwise.
   bool FinishRound();
+  // A waiting caller's step while the board carries the work, with
+  // drive_mu_ held: unless a control frame waits, a round is open or
+  // kLeanSteps lean steps ran since the last full one, takes the new
+  // submissions, sends what is not for the board its usual way, posts a
+  // round and finishes it if it completes within a few polls. Leaves out
+  // the full step's waits, its liveness and heartbeat checks, rank 0's
+  // emitting and the metrics' timing; a lean step that sent anything or
+  // posted nothing is followed by a full one. `now`: the caller's last
+  // clock reading. False when it took no step.
+  bool CallerStep(Clock::time_point now);
+  // Our own request list `l`, unless empty, to rank 0's coordinator (on
+  // rank 0) or over the control link.
+  Status SendOwn(const RequestList& l, Clock::time_point now);
   // Ends the loop after a step (or a round) failed with `st`, or when the
   // job shut down (`finished`, or a shutdown received).
   void EndLoop(const Status& st);
@@ -474,6 +491,7 @@ class EngineImpl {
   static constexpr size_t kBoardFusions = 4;
   std::vector<BoardFusion> fusions_ = std::vector<BoardFusion>(kBoardFusions);
   BoardFusion unfused_;  // a round's that fuses nothing: stays empty
+  int lean_steps_ = 0;   // since the last full step
   uint64_t fusion_clock_ = 0;
   std::atomic<uint64_t> auto_name_counter_[8] = {};
 };

@@ -143,7 +143,7 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
                     1;
       // A round our last step posted usually completes within a few
       // polls: the step's waits and checks would only delay our result.
-      if (FinishRound()) continue;
+      if (FinishRound() || CallerStep(t)) continue;
       t = RunStep(static_cast<int>(std::min<int64_t>(most, left)), t);
     }
   }
@@ -166,6 +166,7 @@ Clock::time_point EngineImpl::RunStep(int max_wait_ms,
                              : WorkerStep(max_wait_ms, begin, &finished);
   const auto end = Clock::now();
   AddStepMetrics(end - begin);
+  lean_steps_ = 0;
   if (st.ok() && !finished && !shutdown_received_) return end;
   EndLoop(st);
   return end;
@@ -178,7 +179,39 @@ bool EngineImpl::FinishRound() {
     CpuRelax();
   }
   const Status st = BoardComplete();
+  // The round's counts and the executor's timings go to the metrics now;
+  // the time around them is not taken (no clock read).
+  AddStepMetrics(Clock::duration::zero());
   if (!st.ok()) EndLoop(st);
+  return true;
+}
+
+bool EngineImpl::CallerStep(Clock::time_point now) {
+  if (board_ == nullptr || board_->open() || lean_steps_ >= kLeanSteps ||
+      timeline_.active())
+    return false;
+  for (auto& link : control_)
+    if (link->valid() && link->HasData()) return false;
+  ++lean_steps_;
+  const RequestList mine = CollectRequests(now);
+  RequestList late;
+  late.epoch = epoch_;
+  Status st = SendOwn(mine, now);
+  if (st.ok()) {
+    // As the full steps do: rank 0 holds its emitting while its round is
+    // open, so only a worker that sent it something joins at once.
+    BoardPost(&late, now, job_.rank != 0 && !Empty(mine));
+    st = SendOwn(late, now);
+  }
+  // Rank 0's coordinator may have something to emit now; a worker's frame
+  // wants flushing; with nothing posted, the caller waits on something
+  // else: a full step's waits and checks are due.
+  if (!Empty(mine) || !Empty(late) || !board_->open()) lean_steps_ = kLeanSteps;
+  if (!st.ok()) {
+    EndLoop(st);
+    return true;
+  }
+  FinishRound();
   return true;
 }
 

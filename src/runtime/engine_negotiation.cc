@@ -61,6 +61,20 @@ RequestList EngineImpl::CollectRequests(Clock::time_point now) {
   return list;
 }
 
+Status EngineImpl::SendOwn(const RequestList& l, Clock::time_point now) {
+  if (Empty(l)) return Status::OK();
+  if (job_.rank == 0) {
+    TickNegotiation(0, l);
+    coordinator_->AddRequestList(0, l, now);
+    return Status::OK();
+  }
+  Status st = control_[0]->WriteFrame(
+      EncodeRequestList(l), Deadline::After(knobs_.operation_timeout_s));
+  if (!st.ok()) return LostCoordinator(st);
+  liveness_->Sent(now);
+  return Status::OK();
+}
+
 bool EngineImpl::Empty(const RequestList& l) {
   return l.requests.empty() && l.cache_hits.empty() && !l.shutdown &&
          !l.waiting_update;
@@ -85,11 +99,7 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, Clock::time_point begin,
                              WaitReportDueMs(now), BoardDueMs(now)}),
                    begin);
   timeline_.MarkCycleStart();
-  RequestList mine = CollectRequests(now);
-  if (!Empty(mine)) {
-    TickNegotiation(0, mine);
-    coordinator_->AddRequestList(0, mine, now);
-  }
+  HVD_RETURN_IF_ERROR(SendOwn(CollectRequests(now), now));
   HVD_RETURN_IF_ERROR(BoardComplete());
   for (int r = 1; r < n; ++r) {
     if (!control_[r]->HasData()) continue;
@@ -121,10 +131,7 @@ Status EngineImpl::CoordinatorStep(int max_wait_ms, Clock::time_point begin,
   // Executing the list may have taken long.
   const auto later = emitted ? Clock::now() : now;
   BoardPost(&late, later, false);
-  if (!Empty(late)) {
-    TickNegotiation(0, late);
-    coordinator_->AddRequestList(0, late, later);
-  }
+  HVD_RETURN_IF_ERROR(SendOwn(late, later));
   // Posting last completes the round: finish it in this step.
   HVD_RETURN_IF_ERROR(BoardComplete());
   return CheckLiveness(later);
@@ -181,15 +188,10 @@ Status EngineImpl::WorkerStep(int max_wait_ms, Clock::time_point begin,
       AwaitEvent(std::min({max_wait_ms, liveness_->WaitMs(begin),
                            WaitReportDueMs(begin), BoardDueMs(begin)}),
                  begin);
-  RequestList mine = CollectRequests(now);
-  Status st;
-  if (!Empty(mine)) {
-    st = ctl.WriteFrame(EncodeRequestList(mine),
-                        Deadline::After(knobs_.operation_timeout_s));
-    liveness_->Sent(now);
-  }
-  if (!st.ok()) return LostCoordinator(st);
+  const RequestList mine = CollectRequests(now);
+  HVD_RETURN_IF_ERROR(SendOwn(mine, now));
   HVD_RETURN_IF_ERROR(BoardComplete());
+  Status st;
   std::string frame;
   while (frame.empty() && ctl.HasData()) {  // empty frames are heartbeats
     st = ctl.ReadFrame(kMaxControlFrame,
@@ -215,12 +217,7 @@ Status EngineImpl::WorkerStep(int max_wait_ms, Clock::time_point begin,
   // Executing a list may have taken long.
   const auto later = frame.empty() ? now : Clock::now();
   BoardPost(&late, later, !Empty(mine));
-  if (!Empty(late)) {
-    st = ctl.WriteFrame(EncodeRequestList(late),
-                        Deadline::After(knobs_.operation_timeout_s));
-    if (!st.ok()) return LostCoordinator(st);
-    liveness_->Sent(later);
-  }
+  HVD_RETURN_IF_ERROR(SendOwn(late, later));
   // Posting last completes the round: finish it in this step (completing a
   // round early never reorders it against a response list).
   HVD_RETURN_IF_ERROR(BoardComplete());
