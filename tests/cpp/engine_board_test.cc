@@ -403,37 +403,36 @@ TEST(Engine, RanksThatDisagreeOnTheBoardFallBackTogether) {
 // sides, and the job goes on.
 TEST(Engine, ACallersLeanStepsStillServeWorkOffTheBoard) {
   const int n = 2, scalars = 2000, broadcasts = 20;
-  const std::vector<std::string> failures =
-      RunRanks(n, [&](Engine* e, int r, std::string* fail) {
-        std::string side;  // the broadcasting thread's report
-        std::thread other([&] {
-          for (int b = 0; b < broadcasts; ++b) {
-            std::vector<int32_t> v(5, r == 1 ? b : -1);
-            CollectiveArgs args;
-            args.name = "lean.bcast";
-            args.root = 1;
-            Handle h;
-            if (!e->Broadcast({v.data(), DataType::kInt32, {5}}, args, &h)
-                     .ok() ||
-                !h.Wait(30).ok() || v[4] != b)
-              side += "broadcast " + std::to_string(b) + ";";
-          }
-        });
-        for (int s = 0; s < scalars; ++s) {
-          float x = float(r + s);
-          CollectiveArgs args;
-          args.name = "lean.scalar";
-          Handle h;
-          if (!e->Allreduce({&x, DataType::kFloat32, {1}}, args, &h).ok() ||
-              !h.Wait(30).ok() || x != float(2 * s + 1)) {
-            *fail += "scalar " + std::to_string(s) + ";";
-            break;
-          }
-        }
-        other.join();
-        *fail += side;
-        if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
-      });
+  const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
+                                                            std::string* fail) {
+    std::string side;  // the broadcasting thread's report
+    std::thread other([&] {
+      for (int b = 0; b < broadcasts; ++b) {
+        std::vector<int32_t> v(5, r == 1 ? b : -1);
+        CollectiveArgs args;
+        args.name = "lean.bcast";
+        args.root = 1;
+        Handle h;
+        if (!e->Broadcast({v.data(), DataType::kInt32, {5}}, args, &h).ok() ||
+            !h.Wait(30).ok() || v[4] != b)
+          side += "broadcast " + std::to_string(b) + ";";
+      }
+    });
+    for (int s = 0; s < scalars; ++s) {
+      float x = float(r + s);
+      CollectiveArgs args;
+      args.name = "lean.scalar";
+      Handle h;
+      if (!e->Allreduce({&x, DataType::kFloat32, {1}}, args, &h).ok() ||
+          !h.Wait(30).ok() || x != float(2 * s + 1)) {
+        *fail += "scalar " + std::to_string(s) + ";";
+        break;
+      }
+    }
+    other.join();
+    *fail += side;
+    if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+  });
   ExpectEveryRankOk(failures);
 }
 
