@@ -115,6 +115,7 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
   // Each step's end is the next one's start and the time held against
   // `until`: the clock is read once a step, not at every use.
   auto t = start;
+  bool lean = false;  // steps ran since t was read
   bool noticed = false;
   auto notice = [&] {
     if (noticed || t - start < kWaitNoticeAfter) return;
@@ -133,6 +134,14 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
     }
     while (!h.Done() && !loop_done_.load() && t < until) {
       notice();
+      // A round our last step posted usually completes within a few
+      // polls, and a step with only board work needs none of a full
+      // step's waits and checks (one comes at least every kLeanSteps):
+      // neither reads the clock.
+      if (FinishRound() || CallerStep(t)) {
+        lean = true;
+        continue;
+      }
       // Until the wait is noticed, steps wait briefly, so it is on time.
       const int64_t most = noticed ? 1000 : 1;
       const int64_t left =
@@ -141,12 +150,12 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
               : std::chrono::duration_cast<std::chrono::milliseconds>(until - t)
                         .count() +
                     1;
-      // A round our last step posted usually completes within a few
-      // polls: the step's waits and checks would only delay our result.
-      if (FinishRound() || CallerStep(t)) continue;
       t = RunStep(static_cast<int>(std::min<int64_t>(most, left)), t);
+      lean = false;
     }
   }
+  // The wait's end, for its time and the loop thread's grace.
+  if (lean) t = Clock::now();
   if (noticed) OnWait(h, false, t);
   last_drive_end_.store(t.time_since_epoch().count());
   // The park's predicate reads callers_ under park_mu_, after the flag is
