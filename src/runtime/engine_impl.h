@@ -227,8 +227,8 @@ class EngineImpl {
   // Our own request list `l`, unless empty, to rank 0's coordinator (on
   // rank 0) or over the control link.
   Status SendOwn(const RequestList& l, Clock::time_point now);
-  // Ends the loop after a step (or a round) failed with `st`, or when the
-  // job shut down (`finished`, or a shutdown received).
+  // Ends the loop: when a step or a round failed with `st` (fatal), or,
+  // with `st` OK, when the job is over.
   void EndLoop(const Status& st);
   // Adds the step that just ended (it took `step`) to the metrics.
   void AddStepMetrics(Clock::duration step);
