@@ -193,6 +193,12 @@ bool EngineImpl::Repeats(const BoardFusion& f,
 
 EngineImpl::BoardFusion& EngineImpl::FusionFor(const ReadyBoard::Result& result,
                                                bool traced, bool* again) {
+  // A round of small tensors alone (a lone scalar's) is reduced from the
+  // boards: nothing to fuse, nothing to build.
+  *again = true;
+  if (std::find(result.carried_bytes.begin(), result.carried_bytes.end(), 0u) ==
+      result.carried_bytes.end())
+    return unfused_;
   *again = false;
   BoardFusion* pick = &fusions_[0];
   for (BoardFusion& f : fusions_) {
@@ -241,12 +247,8 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   queue_.Claim(agreed_.data(), agreed_.size(), &claimed_);
   // The entries run by address: names are copied only to be traced.
   const bool traced = timeline_.active();
-  // Only a round with a slot to fuse needs a fusion: a round of small
-  // tensors alone (a lone scalar's) reduces them from the boards.
-  size_t fused = 0;
-  for (uint32_t carried : result.carried_bytes) fused += carried == 0;
-  bool again = true;  // with nothing fused, nothing to build
-  BoardFusion& f = fused > 0 ? FusionFor(result, traced, &again) : unfused_;
+  bool again;
+  BoardFusion& f = FusionFor(result, traced, &again);
   for (size_t k = 0; k < result.slots.size(); ++k) {
     const uint32_t slot = result.slots[k];
     if (result.carried_bytes[k] > 0) {

@@ -331,7 +331,8 @@ class EngineImpl {
   void BoardPost(RequestList* list, Clock::time_point now, bool eager);
   Status ExecuteBoard(const ReadyBoard::Result& result);
   // The fusion to run `result` with: one built for the same round, with
-  // `*again` set, or the least recently used one, emptied.
+  // `*again` set, or the least recently used one, emptied; for a round that
+  // fuses nothing (every slot carried), unfused_, with `*again` set.
   struct BoardFusion;
   BoardFusion& FusionFor(const ReadyBoard::Result& result, bool traced,
                          bool* again);

@@ -182,11 +182,9 @@ Clock::time_point EngineImpl::RunStep(int max_wait_ms,
 }
 
 bool EngineImpl::FinishRound() {
-  if (board_ == nullptr || !board_->open()) return false;
-  for (int polls = 0; !board_->Readable(); ++polls) {
-    if (polls == kQuickPolls) return false;
-    CpuRelax();
-  }
+  if (board_ == nullptr || !board_->open() ||
+      !PollBriefly([this] { return board_->Readable(); }))
+    return false;
   const Status st = BoardComplete();
   // The round's counts and the executor's timings go to the metrics now;
   // the time around them is not taken (no clock read).

@@ -28,15 +28,22 @@ void CpuRelax();
 // is set to when the window started, and left as it is when `done` held
 // before (or spinning is off).
 inline constexpr int kQuickPolls = 64;
+// Polls `done` once and then up to kQuickPolls more times, reading no
+// clock; true once it holds.
 template <typename Pred>
-bool SpinUntil(Pred done, double spin_us,
-               std::chrono::steady_clock::time_point* window_start = nullptr) {
+bool PollBriefly(Pred done) {
   if (done()) return true;
-  if (spin_us <= 0) return false;
   for (int i = 0; i < kQuickPolls; ++i) {
     CpuRelax();
     if (done()) return true;
   }
+  return false;
+}
+template <typename Pred>
+bool SpinUntil(Pred done, double spin_us,
+               std::chrono::steady_clock::time_point* window_start = nullptr) {
+  if (spin_us <= 0) return done();
+  if (PollBriefly(done)) return true;
   using SteadyClock = std::chrono::steady_clock;
   const auto start = SteadyClock::now();
   if (window_start != nullptr) *window_start = start;
