@@ -21,6 +21,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/tick_clock.h"
+
 namespace horovod {
 
 struct HandleState;
@@ -28,12 +30,11 @@ struct HandleState;
 class DriveGate {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
-  // Runs the loop from `start` (the caller's clock reading) until `h` is
-  // done, `until` passes or the loop has ended; returns the time it
-  // stopped. Callers pass times along instead of reading the clock again:
-  // a read costs about 25 ns here, a synchronous collective about 1 µs.
-  using DriveFn = std::function<TimePoint(HandleState& h, TimePoint start,
-                                          TimePoint until)>;
+  // Runs the loop until `h` is done, `until` passes or the loop has ended.
+  // It reads the clock only when something needs the time (`until` when
+  // it is not TimePoint::max()): a reading costs about 30 ns here, a
+  // synchronous collective well under 1 µs.
+  using DriveFn = std::function<void(HandleState& h, TimePoint until)>;
   // A thread begins (true) or ends (false) waiting on `h`, at `now`.
   using WaitFn =
       std::function<void(const HandleState& h, bool begin, TimePoint now)>;
@@ -43,10 +44,10 @@ class DriveGate {
       : fn_(std::move(drive)), on_wait_(std::move(on_wait)) {}
 
   // False, without running anything, once closed or when waiters do not
-  // drive; else *end is when the drive stopped.
-  bool Drive(HandleState& h, TimePoint start, TimePoint until, TimePoint* end) {
+  // drive.
+  bool Drive(HandleState& h, TimePoint until) {
     if (!fn_ || !Enter()) return false;
-    *end = fn_(h, start, until);
+    fn_(h, until);
     Leave();
     return true;
   }
@@ -62,12 +63,15 @@ class DriveGate {
     waiting_inside_.fetch_sub(1);
   }
 
-  // Time threads spent blocked in Handle::Wait (EngineMetrics::wait_s).
-  void AddWaitTime(std::chrono::nanoseconds t) {
-    wait_ns_.fetch_add(t.count(), std::memory_order_relaxed);
+  // Time threads spent blocked in Handle::Wait (EngineMetrics::wait_s),
+  // timed by ticks(): a wait adds ticks().Now() at its end less the same
+  // at its start.
+  const TickClock& ticks() const { return ticks_; }
+  void AddWaitTicks(uint64_t t) {
+    wait_ticks_.fetch_add(t, std::memory_order_relaxed);
   }
   std::chrono::nanoseconds wait_time() const {
-    return std::chrono::nanoseconds(wait_ns_.load(std::memory_order_relaxed));
+    return ticks_.ToDuration(wait_ticks_.load(std::memory_order_relaxed));
   }
 
   // After this returns no DriveFn or WaitFn runs, now or later.
@@ -99,7 +103,8 @@ class DriveGate {
     }
   }
 
-  std::atomic<int64_t> wait_ns_{0};
+  const TickClock ticks_;
+  std::atomic<uint64_t> wait_ticks_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<int> inside_{0};

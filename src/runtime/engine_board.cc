@@ -76,7 +76,9 @@ int EngineImpl::BoardDueMs(Clock::time_point now) const {
   // The loop's wait checks the same news as it waits (BoardNews).
   if (BoardNews()) return 0;
   if (board_ == nullptr || board_->open()) return 1000;
-  // offers_ keeps arrival order: the first has waited longest.
+  // offers_ keeps arrival order: the first has waited longest. One a lean
+  // step filed is stamped by the next BoardPost, at once.
+  if (!offers_.empty() && offers_.front().since == kUnread) return 0;
   Clock::time_point due = offers_.empty()
                               ? Clock::time_point::max()
                               : offers_.front().since + kBoardPatience;
@@ -140,12 +142,16 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   // Offers whose slot changed since the lookup, that waited too long, or
   // that another rank gave up on go the usual way (looked up again: the
   // slot may hold another tensor).
+  // A lean step (`now` unread) checks no patience, and leaves the offers
+  // it filed for the next full step to stamp.
+  const bool timed = now != kUnread;
   size_t kept = 0;  // offers_ compacted in place
   for (size_t i = 0; i < offers_.size(); ++i) {
-    const BoardOffer& o = offers_[i];
+    BoardOffer& o = offers_[i];
+    if (timed && o.since == kUnread) o.since = now;
     const bool stale =
         !cache_.Has(o.slot) || cache_.ChangedAt(o.slot) > o.found_at;
-    const bool overdue = !stale && now - o.since >= kBoardPatience;
+    const bool overdue = !stale && timed && now - o.since >= kBoardPatience;
     if (overdue) {
       board_->MarkSentUsually(o.slot, epoch_);
       board_overdue_.Add(1);
@@ -158,9 +164,12 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   offers_.resize(kept);
   const bool behind = board_->Behind();
   if (!behind) behind_since_ = Clock::time_point::max();
-  if (behind && behind_since_ == Clock::time_point::max()) behind_since_ = now;
-  const bool join = behind && (!offers_.empty() || eager ||
-                               now - behind_since_ >= kBoardJoinGrace);
+  if (behind && behind_since_ == Clock::time_point::max() && timed)
+    behind_since_ = now;
+  const bool join =
+      behind && (!offers_.empty() || eager ||
+                 (timed && behind_since_ != Clock::time_point::max() &&
+                  now - behind_since_ >= kBoardJoinGrace));
   if (!(board_news_ && !offers_.empty()) && !join) return;
   behind_since_ = Clock::time_point::max();
   OrderOffersBySlot();

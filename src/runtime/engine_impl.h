@@ -111,6 +111,10 @@ inline constexpr auto kBoardPatience = std::chrono::milliseconds(20);
 // of an empty one and another. A rank that sends rank 0 anything joins at
 // once (rank 0 emits no response list while its round is open).
 inline constexpr auto kBoardJoinGrace = std::chrono::milliseconds(2);
+// A time not read. A waiting caller's lean steps read no clock; the board
+// offers they file are stamped by the next full step, which comes within
+// kLeanSteps of them, so their patience starts that much late at most.
+inline constexpr Clock::time_point kUnread = Clock::time_point::min();
 // A waiting caller whose step only has board work runs a lean one
 // (EngineImpl::CallerStep); at least every this many, a full step makes
 // the checks lean ones leave out.
@@ -199,12 +203,11 @@ class EngineImpl {
   // while a burst of submissions goes on (kBurstHold); false: ask again.
   bool MayDrive();
 
-  // A waiting caller's turn (DriveGate): run steps from `start` until `h`
-  // is done; returns when it stopped. When another caller drives, that one
-  // may complete `h`; look again shortly. The caller counts as waiting on
-  // `h` (OnWait) from kWaitNoticeAfter on, until it returns.
-  Clock::time_point DriveUntil(HandleState& h, Clock::time_point start,
-                               Clock::time_point until);
+  // A waiting caller's turn (DriveGate): run steps until `h` is done or
+  // `until` passes. When another caller drives, that one may complete `h`;
+  // look again shortly. The caller counts as waiting on `h` (OnWait) from
+  // kWaitNoticeAfter on, until it returns.
+  void DriveUntil(HandleState& h, Clock::time_point until);
 
   // One step with drive_mu_ held, begun at `begin`; ends the loop when the
   // job is over or failed. Returns the time the step ended.
@@ -222,7 +225,8 @@ class EngineImpl {
   // the full step's waits, its liveness and heartbeat checks, rank 0's
   // emitting and the metrics' timing; a lean step that sent anything or
   // posted nothing is followed by a full one. `now`: the caller's last
-  // clock reading. False when it took no step.
+  // clock reading, or kUnread (read here only to send something). False
+  // when it took no step.
   bool CallerStep(Clock::time_point now);
   // Our own request list `l`, unless empty, to rank 0's coordinator (on
   // rank 0) or over the control link.
@@ -327,7 +331,7 @@ class EngineImpl {
   // another rank marked as overdue, to `list` (their usual way), and posts a
   // round when we have new offers, or when another rank has started one and we
   // have offers, `eager` says we just sent rank 0 something, or kBoardJoinGrace
-  // has passed.
+  // has passed. At `now` kUnread (a lean step) no time runs out.
   void BoardPost(RequestList* list, Clock::time_point now, bool eager);
   Status ExecuteBoard(const ReadyBoard::Result& result);
   // The fusion to run `result` with: one built for the same round, with
@@ -341,9 +345,9 @@ class EngineImpl {
   bool Repeats(const BoardFusion& f, const ReadyBoard::Result& result) const;
   // posted_ = the indices of offers_, ascending by slot.
   void OrderOffersBySlot();
-  // Milliseconds until the boards need the loop: 0 on BoardNews, else when
-  // the oldest offer runs out of patience or a noticed round's join grace
-  // ends.
+  // Milliseconds until the boards need the loop: 0 on BoardNews or an
+  // offer not yet stamped, else when the oldest offer runs out of patience
+  // or a noticed round's join grace ends.
   int BoardDueMs(Clock::time_point now) const;
   // The boards hold what the loop acts on at once: our round is complete,
   // or a peer has started a round we have not noticed yet. Peers post
@@ -393,16 +397,20 @@ class EngineImpl {
   uint64_t reported_episode_ = 0;  // episode_ when rank 0 last heard
   bool rank0_has_waits_ = false;   // rank 0 holds a non-empty list
   std::shared_ptr<ThreadCensus> census_ = std::make_shared<ThreadCensus>();
-  std::mutex drive_mu_;                     // held by whoever runs steps
-  std::atomic<int> callers_{0};             // waiters driving or about to
-  std::atomic<int64_t> last_drive_end_{0};  // steady clock ticks
+  std::mutex drive_mu_;                  // held by whoever runs steps
+  std::atomic<int> callers_{0};          // waiters driving or about to
+  std::atomic<uint64_t> drive_ends_{0};  // drives that ended so far
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::atomic<bool> parked_{false};
   // Parked until the callers are gone (kLongPark); the last one wakes it.
   std::atomic<bool> parked_for_callers_{false};
-  int64_t park_end_seen_ = 0;  // last_drive_end_ at the last park (park_mu_)
-  uint64_t adds_seen_ = 0;     // queue_.Adds() at the last look (park_mu_)
+  // Under park_mu_: drive_ends_ at the last look, when that count was
+  // first seen, and at the last park.
+  uint64_t ends_seen_ = 0;
+  Clock::time_point ends_seen_at_;
+  uint64_t park_ends_seen_ = 0;
+  uint64_t adds_seen_ = 0;  // queue_.Adds() at the last look (park_mu_)
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> loop_done_{false};
   bool shutdown_sent_ = false;

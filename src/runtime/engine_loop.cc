@@ -77,8 +77,16 @@ void EngineImpl::Loop() {
 
 bool EngineImpl::MayDrive() {
   std::unique_lock<std::mutex> lock(park_mu_);
-  const int64_t end_seen = last_drive_end_.load();
-  auto quiet = Clock::now() - Clock::time_point(Clock::duration(end_seen));
+  // Drives end without reading the clock: the quiet is timed from when
+  // this thread first saw the latest end, which it looks for at least once
+  // a park.
+  const auto now = Clock::now();
+  const uint64_t ends = drive_ends_.load();
+  if (ends != ends_seen_) {
+    ends_seen_ = ends;
+    ends_seen_at_ = now;
+  }
+  const auto quiet = now - ends_seen_at_;
   if (callers_.load() == 0) {
     if (shutdown_requested_.load()) return true;
     if (quiet >= kParkGrace) {
@@ -89,8 +97,8 @@ bool EngineImpl::MayDrive() {
     }
   }
   // No drive ended since the last park while callers drive: one is long.
-  const bool long_drive = callers_.load() > 0 && end_seen == park_end_seen_;
-  park_end_seen_ = end_seen;
+  const bool long_drive = callers_.load() > 0 && ends == park_ends_seen_;
+  park_ends_seen_ = ends;
   parked_.store(true);
   if (long_drive) {
     parked_for_callers_.store(true);
@@ -106,19 +114,25 @@ bool EngineImpl::MayDrive() {
   return false;
 }
 
-Clock::time_point EngineImpl::DriveUntil(HandleState& h,
-                                         Clock::time_point start,
-                                         Clock::time_point until) {
+void EngineImpl::DriveUntil(HandleState& h, Clock::time_point until) {
   callers_.fetch_add(1);
   // Ends the loop thread's wait so it lets go of drive_mu_.
   if (!parked_.load()) queue_.Wake();
-  // Each step's end is the next one's start and the time held against
-  // `until`: the clock is read once a step, not at every use.
-  auto t = start;
-  bool lean = false;  // steps ran since t was read
+  // The clock is read when something needs the time: a deadline, a full
+  // step (once a step: each one's end is the next one's start), a retry.
+  // Lean steps need none, so a synchronous collective they finish reads
+  // none here; the wait's start is then the first reading, a few lean
+  // steps late at most.
+  Clock::time_point t =
+      until == Clock::time_point::max() ? kUnread : Clock::now();
+  Clock::time_point start = t;
+  auto read = [&] {
+    t = Clock::now();
+    if (start == kUnread) start = t;
+  };
   bool noticed = false;
   auto notice = [&] {
-    if (noticed || t - start < kWaitNoticeAfter) return;
+    if (noticed || start == kUnread || t - start < kWaitNoticeAfter) return;
     OnWait(h, true, start);
     noticed = true;
   };
@@ -129,7 +143,7 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
       // The loop thread lets go at the end of its step; another waiter
       // once its own handle is done, and it may complete ours meanwhile.
       h.Sleep(Clock::now() + kDriveRetry);
-      t = Clock::now();
+      read();
       continue;
     }
     while (!h.Done() && !loop_done_.load() && t < until) {
@@ -138,10 +152,8 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
       // polls, and a step with only board work needs none of a full
       // step's waits and checks (one comes at least every kLeanSteps):
       // neither reads the clock.
-      if (FinishRound() || CallerStep(t)) {
-        lean = true;
-        continue;
-      }
+      if (FinishRound() || CallerStep(t)) continue;
+      if (t == kUnread) read();
       // Until the wait is noticed, steps wait briefly, so it is on time.
       const int64_t most = noticed ? 1000 : 1;
       const int64_t left =
@@ -151,13 +163,11 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
                         .count() +
                     1;
       t = RunStep(static_cast<int>(std::min<int64_t>(most, left)), t);
-      lean = false;
     }
   }
-  // The wait's end, for its time and the loop thread's grace.
-  if (lean) t = Clock::now();
-  if (noticed) OnWait(h, false, t);
-  last_drive_end_.store(t.time_since_epoch().count());
+  if (noticed) OnWait(h, false, Clock::now());
+  // For the loop thread's grace.
+  drive_ends_.fetch_add(1, std::memory_order_relaxed);
   // The park's predicate reads callers_ under park_mu_, after the flag is
   // set: either it sees this decrement, or the flag is seen here and the
   // lock taken below waits until the loop thread sleeps.
@@ -165,7 +175,6 @@ Clock::time_point EngineImpl::DriveUntil(HandleState& h,
     { std::lock_guard<std::mutex> lock(park_mu_); }
     park_cv_.notify_all();
   }
-  return t;
 }
 
 Clock::time_point EngineImpl::RunStep(int max_wait_ms,
@@ -201,6 +210,8 @@ bool EngineImpl::CallerStep(Clock::time_point now) {
     if (link->valid() && link->HasData()) return false;
   ++lean_steps_;
   const RequestList mine = CollectRequests(now);
+  // What goes to rank 0 carries a time (its stall checks, the liveness).
+  if (now == kUnread && !Empty(mine)) now = Clock::now();
   RequestList late;
   late.epoch = epoch_;
   Status st = SendOwn(mine, now);
@@ -208,6 +219,7 @@ bool EngineImpl::CallerStep(Clock::time_point now) {
     // As the full steps do: rank 0 holds its emitting while its round is
     // open, so only a worker that sent it something joins at once.
     BoardPost(&late, now, job_.rank != 0 && !Empty(mine));
+    if (now == kUnread && !Empty(late)) now = Clock::now();
     st = SendOwn(late, now);
   }
   // Rank 0's coordinator may have something to emit now; a worker's frame

@@ -57,7 +57,7 @@ RequestList EngineImpl::CollectRequests(Clock::time_point now) {
     list.shutdown = true;
     shutdown_sent_ = true;
   }
-  TakeWaiting(&list, now);
+  TakeWaiting(&list, now);  // at kUnread no report is due
   return list;
 }
 

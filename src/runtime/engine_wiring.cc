@@ -66,9 +66,8 @@ Status EngineImpl::Start() {
                                          &timeline_, std::move(mesh.hosts));
   DriveGate::DriveFn drive;
   if (knobs_.caller_drives)
-    drive = [this](HandleState& h, DriveGate::TimePoint start,
-                   DriveGate::TimePoint until) {
-      return DriveUntil(h, start, until);
+    drive = [this](HandleState& h, DriveGate::TimePoint until) {
+      DriveUntil(h, until);
     };
   gate_ = std::make_shared<DriveGate>(
       std::move(drive),

@@ -44,28 +44,28 @@ Status Sleep(HandleState& h, std::chrono::steady_clock::time_point until) {
 Status Handle::Wait(double timeout_s) const {
   using SteadyClock = std::chrono::steady_clock;
   if (Poll()) return state_->status;
-  // One clock reading starts the wait; the drive returns the time it
-  // ended, so a synchronous collective reads the clock only in its steps.
-  const auto start = SteadyClock::now();
+  // Only a timeout needs the clock here: the drive reads it when its steps
+  // need the time, and the wait is timed by the gate's cheaper ticks.
   const auto until =
       timeout_s < 0 ? SteadyClock::time_point::max()
-                    : start + std::chrono::duration_cast<SteadyClock::duration>(
-                                  std::chrono::duration<double>(timeout_s));
+                    : SteadyClock::now() +
+                          std::chrono::duration_cast<SteadyClock::duration>(
+                              std::chrono::duration<double>(timeout_s));
   if (state_->gate == nullptr) return Sleep(*state_, until);
   DriveGate& gate = *state_->gate;
-  SteadyClock::time_point end;
+  const uint64_t begin = gate.ticks().Now();
   // A driving caller tells the engine itself once its wait grows long.
-  if (gate.Drive(*state_, start, until, &end) && Poll()) {
-    gate.AddWaitTime(end - start);
+  if (gate.Drive(*state_, until) && Poll()) {
+    gate.AddWaitTicks(gate.ticks().Now() - begin);
     return state_->status;
   }
   // The engine reports what this rank's threads are blocked on to rank 0,
-  // from the start of the wait until its end, however it ends.
-  gate.Waiting(*state_, true, start);
+  // from here until the wait ends, however it ends. A drive that returned
+  // first did so at once, or at `until`.
+  gate.Waiting(*state_, true, SteadyClock::now());
   Status st = Sleep(*state_, until);
-  end = SteadyClock::now();
-  gate.Waiting(*state_, false, end);
-  gate.AddWaitTime(end - start);
+  gate.Waiting(*state_, false, SteadyClock::now());
+  gate.AddWaitTicks(gate.ticks().Now() - begin);
   return st;
 }
 
