@@ -39,11 +39,15 @@ class TickClock {
             .count());
   }
 
+  // Ticks from `begin` (an earlier Now()) to now; 0, not a wrapped
+  // difference, should a counter a thread moved to lag the one it left.
+  uint64_t Since(uint64_t begin) const {
+    const uint64_t now = Now();
+    return now > begin ? now - begin : 0;
+  }
+
   // `ticks` (a difference of two Now()s) as time.
   std::chrono::nanoseconds ToDuration(uint64_t ticks) const;
-
-  // Whether Now() reads the time-stamp counter.
-  bool counter() const { return tsc_; }
 
  private:
   bool tsc_ = false;

@@ -64,8 +64,7 @@ class DriveGate {
   }
 
   // Time threads spent blocked in Handle::Wait (EngineMetrics::wait_s),
-  // timed by ticks(): a wait adds ticks().Now() at its end less the same
-  // at its start.
+  // timed by ticks(): a wait adds ticks().Since() its start.
   const TickClock& ticks() const { return ticks_; }
   void AddWaitTicks(uint64_t t) {
     wait_ticks_.fetch_add(t, std::memory_order_relaxed);

@@ -112,8 +112,8 @@ inline constexpr auto kBoardPatience = std::chrono::milliseconds(20);
 // once (rank 0 emits no response list while its round is open).
 inline constexpr auto kBoardJoinGrace = std::chrono::milliseconds(2);
 // A time not read. A waiting caller's lean steps read no clock; the board
-// offers they file are stamped by the next full step, which comes within
-// kLeanSteps of them, so their patience starts that much late at most.
+// offers they file are stamped by the next full step that finds no round
+// open, so their patience starts that much late.
 inline constexpr Clock::time_point kUnread = Clock::time_point::min();
 // A waiting caller whose step only has board work runs a lean one
 // (EngineImpl::CallerStep); at least every this many, a full step makes

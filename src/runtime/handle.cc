@@ -56,7 +56,7 @@ Status Handle::Wait(double timeout_s) const {
   const uint64_t begin = gate.ticks().Now();
   // A driving caller tells the engine itself once its wait grows long.
   if (gate.Drive(*state_, until) && Poll()) {
-    gate.AddWaitTicks(gate.ticks().Now() - begin);
+    gate.AddWaitTicks(gate.ticks().Since(begin));
     return state_->status;
   }
   // The engine reports what this rank's threads are blocked on to rank 0,
@@ -65,7 +65,7 @@ Status Handle::Wait(double timeout_s) const {
   gate.Waiting(*state_, true, SteadyClock::now());
   Status st = Sleep(*state_, until);
   gate.Waiting(*state_, false, SteadyClock::now());
-  gate.AddWaitTicks(gate.ticks().Now() - begin);
+  gate.AddWaitTicks(gate.ticks().Since(begin));
   return st;
 }
 

@@ -1,10 +1,11 @@
 // TickClock: ticks taken around an interval convert to the time
-// steady_clock measures around the same interval, and readings never run
-// backwards on one thread.
+// steady_clock measures around the same interval; readings never run
+// backwards on one thread, and an interval that would is none.
 #include "common/tick_clock.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <thread>
 
 namespace horovod {
@@ -32,6 +33,10 @@ TEST(TickClock, TicksConvertToTheTimeTheyMeasure) {
 
 TEST(TickClock, ReadingsNeverRunBackwards) {
   const TickClock clock;
+  // A start a lagging counter would put in the future counts as none.
+  EXPECT_EQ(clock.Since(std::numeric_limits<uint64_t>::max()), 0u);
+  const uint64_t begin = clock.Now();
+  EXPECT_LT(clock.Since(begin), uint64_t{1} << 62);
   uint64_t last = clock.Now();
   for (int i = 0; i < 100000; ++i) {
     const uint64_t now = clock.Now();
