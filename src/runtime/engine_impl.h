@@ -224,10 +224,10 @@ class EngineImpl {
   // round and finishes it if it completes within a few polls. Leaves out
   // the full step's waits, its liveness and heartbeat checks, rank 0's
   // emitting and the metrics' timing; a lean step that sent anything or
-  // posted nothing is followed by a full one. `now`: the caller's last
-  // clock reading, or kUnread (read here only to send something). False
-  // when it took no step.
-  bool CallerStep(Clock::time_point now);
+  // posted nothing is followed by a full one. It reads the clock only to
+  // send something; the offers it files are stamped by the next full step
+  // (kUnread). False when it took no step.
+  bool CallerStep();
   // Our own request list `l`, unless empty, to rank 0's coordinator (on
   // rank 0) or over the control link.
   Status SendOwn(const RequestList& l, Clock::time_point now);

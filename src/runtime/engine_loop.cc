@@ -122,7 +122,8 @@ void EngineImpl::DriveUntil(HandleState& h, Clock::time_point until) {
   // step (once a step: each one's end is the next one's start), a retry.
   // Lean steps need none, so a synchronous collective they finish reads
   // none here; the wait's start is then the first reading, a few lean
-  // steps late at most.
+  // steps late at most. A deadline is held against the last reading: at
+  // most one lean step and one FinishRound late.
   Clock::time_point t =
       until == Clock::time_point::max() ? kUnread : Clock::now();
   Clock::time_point start = t;
@@ -152,7 +153,7 @@ void EngineImpl::DriveUntil(HandleState& h, Clock::time_point until) {
       // polls, and a step with only board work needs none of a full
       // step's waits and checks (one comes at least every kLeanSteps):
       // neither reads the clock.
-      if (FinishRound() || CallerStep(t)) continue;
+      if (FinishRound() || CallerStep()) continue;
       if (t == kUnread) read();
       // Until the wait is noticed, steps wait briefly, so it is on time.
       const int64_t most = noticed ? 1000 : 1;
@@ -202,16 +203,17 @@ bool EngineImpl::FinishRound() {
   return true;
 }
 
-bool EngineImpl::CallerStep(Clock::time_point now) {
+bool EngineImpl::CallerStep() {
   if (board_ == nullptr || board_->open() || lean_steps_ >= kLeanSteps ||
       timeline_.active())
     return false;
   for (auto& link : control_)
     if (link->valid() && link->HasData()) return false;
   ++lean_steps_;
+  Clock::time_point now = kUnread;
   const RequestList mine = CollectRequests(now);
   // What goes to rank 0 carries a time (its stall checks, the liveness).
-  if (now == kUnread && !Empty(mine)) now = Clock::now();
+  if (!Empty(mine)) now = Clock::now();
   RequestList late;
   late.epoch = epoch_;
   Status st = SendOwn(mine, now);
