@@ -19,7 +19,7 @@ bool KernelKeepsTimeByTsc() {
 }  // namespace
 
 TickClock::TickClock() {
-#ifdef HOROVOD_TICK_CLOCK_TSC
+#ifdef HVD_TICK_CLOCK_TSC
   tsc_ = KernelKeepsTimeByTsc();
 #endif
   steady0_ = std::chrono::steady_clock::now();

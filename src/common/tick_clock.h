@@ -18,7 +18,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
-#define HOROVOD_TICK_CLOCK_TSC 1
+#define HVD_TICK_CLOCK_TSC 1
 #endif
 
 namespace horovod {
@@ -30,7 +30,7 @@ class TickClock {
   TickClock();
 
   uint64_t Now() const {
-#ifdef HOROVOD_TICK_CLOCK_TSC
+#ifdef HVD_TICK_CLOCK_TSC
     if (tsc_) return __rdtsc();
 #endif
     return static_cast<uint64_t>(
