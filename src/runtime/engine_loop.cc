@@ -121,9 +121,9 @@ void EngineImpl::DriveUntil(HandleState& h, Clock::time_point until) {
   // The clock is read when something needs the time: a deadline, a full
   // step (once a step: each one's end is the next one's start), a retry.
   // Lean steps need none, so a synchronous collective they finish reads
-  // none here; the wait's start is then the first reading, a few lean
-  // steps late at most. A deadline is held against the last reading: at
-  // most one lean step and one FinishRound late.
+  // none here. The wait's start is then the first reading, and a deadline
+  // is held against the last one: late by the lean steps between two full
+  // ones at most (kLeanSteps, each a round that completed).
   Clock::time_point t =
       until == Clock::time_point::max() ? kUnread : Clock::now();
   Clock::time_point start = t;
