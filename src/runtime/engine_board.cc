@@ -168,8 +168,7 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
     behind_since_ = now;
   const bool join =
       behind && (!offers_.empty() || eager ||
-                 (timed && behind_since_ != Clock::time_point::max() &&
-                  now - behind_since_ >= kBoardJoinGrace));
+                 (timed && now - behind_since_ >= kBoardJoinGrace));
   if (!(board_news_ && !offers_.empty()) && !join) return;
   behind_since_ = Clock::time_point::max();
   OrderOffersBySlot();
