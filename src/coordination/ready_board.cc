@@ -42,6 +42,7 @@ ReadyBoard::ReadyBoard(std::vector<char*> areas, int me, uint32_t capacity,
       wake_(std::move(wake)),
       cursor_(areas_.size()),
       offset_(areas_.size()),
+      bases_(areas_.size()),
       executed_(kMarks, 0) {
   static_assert(std::atomic<uint64_t>::is_always_lock_free,
                 "the round counter is shared between processes");
@@ -131,6 +132,32 @@ Status ReadyBoard::Check(int m, const Half& h) const {
   return Status::OK();
 }
 
+bool ReadyBoard::SameList(const Half& h, const Half& mine) {
+  return h.count == mine.count && h.payload_bytes == mine.payload_bytes &&
+         std::memcmp(h.entries, mine.entries,
+                     2 * sizeof(uint32_t) * mine.count) == 0;
+}
+
+void ReadyBoard::TakeList(const Half& mine, uint64_t round, Result* out) {
+  // Every member's payloads lie at the same offsets as ours.
+  const int n = size();
+  const uint32_t count = mine.count;
+  out->slots.resize(count);
+  out->carried_bytes.resize(count);
+  out->payloads.resize(static_cast<size_t>(count) * n);
+  for (int m = 0; m < n; ++m) bases_[m] = half(m, round)->payload();
+  const char** payload = out->payloads.data();
+  uint32_t offset = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t carried = mine.entries[2 * i + 1];
+    out->slots[i] = mine.entries[2 * i];
+    out->carried_bytes[i] = carried;
+    for (int m = 0; m < n; ++m)
+      *payload++ = carried > 0 ? bases_[m] + offset : nullptr;
+    offset += carried;
+  }
+}
+
 bool ReadyBoard::Readable() const {
   if (!open()) return false;
   for (int m = 0; m < size(); ++m)
@@ -144,7 +171,16 @@ Status ReadyBoard::Poll(bool* complete, Result* out) {
   if (!Readable()) return Status::OK();
   const uint64_t round = posted_;
   const int n = size();
-  for (int m = 0; m < n; ++m) HVD_RETURN_IF_ERROR(Check(m, *half(m, round)));
+  // A peer that posted exactly our list (the steady state) needs no check
+  // of its own: ours bounds it.
+  const Half& mine = *half(me_, round);
+  HVD_RETURN_IF_ERROR(Check(me_, mine));
+  bool same = true;
+  for (int m = 0; m < n; ++m) {
+    if (m == me_ || SameList(*half(m, round), mine)) continue;
+    same = false;
+    HVD_RETURN_IF_ERROR(Check(m, *half(m, round)));
+  }
   read_ = round;
   *complete = true;
   out->members = n;
@@ -156,10 +192,13 @@ Status ReadyBoard::Poll(bool* complete, Result* out) {
   for (int m = 1; m < n; ++m)
     if (half(m, round)->epoch != half(0, round)->epoch) out->agreed = false;
   if (!out->agreed) return Status::OK();
+  if (same) {
+    TakeList(mine, round, out);
+    return Status::OK();
+  }
   // Merge: walk our list; a slot counts when every other list has it.
   std::fill(cursor_.begin(), cursor_.end(), 0);
   std::fill(offset_.begin(), offset_.end(), 0);
-  const Half& mine = *half(me_, round);
   for (uint32_t i = 0; i < mine.count; ++i) {
     const uint32_t slot = mine.entries[2 * i];
     bool everywhere = true;

@@ -119,6 +119,10 @@ class ReadyBoard {
   // Member m's marks, each 0 or the marking epoch + 1.
   std::atomic<uint64_t>* marks(int m) const;
   Status Check(int m, const Half& h) const;
+  // `h` lists exactly the entries of `mine`.
+  static bool SameList(const Half& h, const Half& mine);
+  // The result of a round in which every member posted `mine`'s list.
+  void TakeList(const Half& mine, uint64_t round, Result* out);
 
   std::vector<char*> areas_;
   int me_;
@@ -128,6 +132,7 @@ class ReadyBoard {
   uint64_t read_ = 0;               // rounds we read back
   std::vector<size_t> cursor_;      // per member, merge position
   std::vector<uint32_t> offset_;    // per member, payload offset at cursor
+  std::vector<const char*> bases_;  // per member, payload start
   std::vector<uint64_t> executed_;  // per mark, the last list executing it
 };
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -74,6 +75,41 @@ TEST(ReadyBoard, AgreesOnTheSlotsEveryMemberPosted) {
       ASSERT_NE(r.payload(0, p), nullptr);
       EXPECT_EQ(std::string(r.payload(0, p), 8), std::string(8, 'a' + p));
       EXPECT_EQ(r.payload(1, p), nullptr);
+    }
+  }
+}
+
+// The steady state: every member posts the same list, and each reads every
+// member's bytes of each carried slot from that member's board.
+TEST(ReadyBoard, MembersPostingOneListAgreeOnAllOfIt) {
+  Boards boards(3);
+  std::vector<ReadyBoard> b;
+  for (int m = 0; m < 3; ++m) b.push_back(boards.Make(m));
+  const Offers offers = {{0, 4}, {3, 0}, {5, 12}, {6, 0}, {40, 8}};
+  for (int round = 0; round < 3; ++round) {
+    for (int m = 0; m < 3; ++m)
+      b[m].Post(2, 1000, offers, [&](size_t i, char* dst) {
+        for (uint32_t j = 0; j < offers[i].bytes; ++j)
+          dst[j] = static_cast<char>('a' + m + 3 * i + round);
+      });
+    for (int m = 0; m < 3; ++m) {
+      const ReadyBoard::Result r = Read(b[m]);
+      EXPECT_TRUE(r.agreed);
+      EXPECT_EQ(r.slots, (std::vector<uint32_t>{0, 3, 5, 6, 40}));
+      EXPECT_EQ(r.carried_bytes, (std::vector<uint32_t>{4, 0, 12, 0, 8}));
+      ASSERT_EQ(r.payloads.size(), 15u);
+      for (size_t k = 0; k < offers.size(); ++k)
+        for (int p = 0; p < 3; ++p) {
+          if (offers[k].bytes == 0) {
+            EXPECT_EQ(r.payload(k, p), nullptr);
+            continue;
+          }
+          ASSERT_NE(r.payload(k, p), nullptr);
+          EXPECT_EQ(std::string(r.payload(k, p), offers[k].bytes),
+                    std::string(offers[k].bytes,
+                                static_cast<char>('a' + p + 3 * k + round)))
+              << "round " << round << " slot " << k << " member " << p;
+        }
     }
   }
 }
@@ -186,6 +222,23 @@ TEST(ReadyBoard, MalformedBoardsAreRefused) {
   expect_refused({{3, 0}, {2, 0}});  // not ascending
   expect_refused({{3, 0}, {3, 0}});  // twice
   expect_refused({{kCapacity, 0}});  // beyond the cache
+  // A board that lists our slots but miscounts its payload.
+  Boards boards(2);
+  ReadyBoard a = boards.Make(0), b = boards.Make(1);
+  PostTagged(a, 0, {{1, 8}}, 'a');
+  PostTagged(b, 0, {{1, 8}}, 'b');
+  // Round 1 is in a board's second half; its fourth word holds the count
+  // and, above it, the payload's length.
+  const size_t half_words =
+      (ReadyBoard::AreaBytes() - ReadyBoard::kMarks * 8) / 2 / 8;
+  boards.memory[1][half_words + 3] += uint64_t{1} << 32;
+  bool complete = true;
+  ReadyBoard::Result r;
+  Status st = a.Poll(&complete, &r);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("member 1 is malformed: payload"),
+            std::string::npos)
+      << st.message();
 }
 
 TEST(ReadyBoard, AFasterMemberDoesNotOverwriteTheRoundBeingRead) {
