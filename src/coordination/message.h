@@ -79,24 +79,26 @@ struct TensorGroup {
   bool operator!=(const TensorGroup& o) const { return !(*this == o); }
 };
 
+// The scalars first, then the name and the shape: what a steady step
+// compares with a resubmission lies in the first two cache lines.
 struct Request {
   int32_t rank = 0;
   Op op = Op::kAllreduce;
-  std::string name;
   DataType dtype = DataType::kFloat32;
   ReduceOp reduce_op = ReduceOp::kSum;
   int32_t root = 0;  // broadcast: the global rank that sends
   int32_t device = -1;
   int32_t process_set = 0;
+  int32_t group_size = 0;  // > 0: negotiated with the rest of `group`
+  // kRemoveProcessSet: the set to remove (kAddProcessSet: set_ranks).
+  int32_t set_id = 0;
   double prescale = 1.0;
   double postscale = 1.0;
+  std::string name;
   std::vector<int64_t> shape;
   std::vector<int64_t> splits;  // alltoall
-  int32_t group_size = 0;       // > 0: negotiated with the rest of `group`
   std::string group;
-  // kRemoveProcessSet: the set to remove. kAddProcessSet: the ranks of the
-  // set to add, ascending.
-  int32_t set_id = 0;
+  // kAddProcessSet: the ranks of the set to add, ascending.
   std::vector<int32_t> set_ranks;
 
   std::string Key() const { return TensorKey(process_set, name); }

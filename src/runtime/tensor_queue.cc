@@ -91,12 +91,14 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
 }
 
 bool Resubmission::Repeats(const Request& r) const {
+  // Within the request's first two cache lines. An allreduce has no set's
+  // ranks, and a request outside a group (group_size 0) no group name.
   return r.op == Op::kAllreduce && r.process_set == 0 && r.group_size == 0 &&
          r.rank == rank && r.dtype == tensor.dtype &&
          r.device == tensor.device && r.reduce_op == reduce_op &&
          r.root == root && r.prescale == prescale && r.postscale == postscale &&
-         r.set_id == 0 && r.splits.empty() && r.set_ranks.empty() &&
-         r.group.empty() && r.shape == tensor.shape && r.name == name;
+         r.set_id == 0 && r.splits.empty() && r.shape == tensor.shape &&
+         r.name == name;
 }
 
 bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {

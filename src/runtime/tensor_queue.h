@@ -36,10 +36,10 @@
 namespace horovod {
 
 struct TensorEntry {
-  Request request;
   // Where the data lies; its shape is left empty (request.shape has it).
   TensorView tensor;
   HandleRef handle;
+  Request request;
 
   int64_t NumBytes() const { return TensorBytes(request.dtype, request.shape); }
 
@@ -70,9 +70,14 @@ struct Resubmission {
 };
 
 // One key's record. `entry` is the submission while queued or claimed.
-class QueuedTensor {
+//
+// A steady step touches each record several times after its data has
+// pushed the record out of the caches. Laid out on cache lines: the
+// queue's and the loop's fields fill the first line, the entry's view and
+// handle the second, and what a resubmission is compared with the two
+// after (the request's scalars, name and shape).
+class alignas(64) QueuedTensor {
  public:
-  TensorEntry entry;
   // The response-cache slot the loop found this request in and the epoch
   // of that lookup (-1: none known). Add forgets it when a submission's
   // parameters differ from the last one's. Used only by the loop.
@@ -104,6 +109,9 @@ class QueuedTensor {
   // name (a vector of handles overwritten step by step) lets go of the
   // last one only after the next Add.
   HandleRef spare_;
+
+ public:
+  alignas(64) TensorEntry entry;
 };
 
 class TensorQueue {
