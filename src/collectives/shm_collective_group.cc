@@ -15,6 +15,21 @@ ShmCollectiveGroup::ShmCollectiveGroup(ShmGroup* shm, AlgorithmConfig config,
 
 bool ShmCollectiveGroup::AnyOverlap(const Piece* pieces, size_t n,
                                     size_t esize) {
+  // Frameworks allocate a model's tensors one after another and submit
+  // them in that order: pieces reduced in place at ascending addresses are
+  // apart when each starts past the one before, with no list to build.
+  const char* end = nullptr;
+  size_t i = 0;
+  for (; i < n; ++i) {
+    const size_t bytes = static_cast<size_t>(pieces[i].count) * esize;
+    if (bytes == 0) continue;
+    const char* begin = static_cast<const char*>(pieces[i].data);
+    if (pieces[i].src != nullptr || begin == nullptr ||
+        (end != nullptr && begin < end))
+      break;
+    end = begin + bytes;
+  }
+  if (i == n) return false;
   ranges_.clear();
   for (size_t i = 0; i < n; ++i) {
     const size_t bytes = static_cast<size_t>(pieces[i].count) * esize;
@@ -27,9 +42,8 @@ bool ShmCollectiveGroup::AnyOverlap(const Piece* pieces, size_t n,
       }
   }
   if (ranges_.size() < 2) return false;
-  // Frameworks allocate a model's tensors one after another, and submit
-  // them in that order or its reverse: then the ranges come sorted either
-  // way, and one pass over neighbours answers without sorting.
+  // In the reverse order, or out of place, the ranges may still come
+  // sorted either way: one pass over neighbours answers without sorting.
   auto ascending = [](const auto& a, const auto& b) {
     return a.first < b.first;
   };

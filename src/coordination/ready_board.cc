@@ -31,7 +31,8 @@ struct ReadyBoard::Half {
 size_t ReadyBoard::AreaBytes() {
   // Each half starts a cache line (areas do).
   static_assert(sizeof(Half) % 64 == 0, "halves are whole cache lines");
-  return 2 * sizeof(Half) + kMarks * sizeof(std::atomic<uint64_t>);
+  // The marks, then a line that starts with how many marks were made.
+  return 2 * sizeof(Half) + kMarks * sizeof(std::atomic<uint64_t>) + 64;
 }
 
 ReadyBoard::ReadyBoard(std::vector<char*> areas, int me, uint32_t capacity,
@@ -58,6 +59,16 @@ std::atomic<uint64_t>* ReadyBoard::marks(int m) const {
 
 void ReadyBoard::MarkSentUsually(uint32_t slot, uint64_t epoch) {
   marks(me_)[slot % kMarks].store(epoch + 1, std::memory_order_relaxed);
+  std::atomic<uint64_t>& made = marks(me_)[kMarks];
+  made.store(made.load(std::memory_order_relaxed) + 1,
+             std::memory_order_relaxed);
+}
+
+bool ReadyBoard::PeersMarked() const {
+  for (int m = 0; m < size(); ++m)
+    if (m != me_ && marks(m)[kMarks].load(std::memory_order_relaxed) > 0)
+      return true;
+  return false;
 }
 
 void ReadyBoard::NoteExecuted(uint32_t slot, uint64_t epoch) {
@@ -139,21 +150,22 @@ bool ReadyBoard::SameList(const Half& h, const Half& mine) {
 }
 
 void ReadyBoard::TakeList(const Half& mine, uint64_t round, Result* out) {
-  // Every member's payloads lie at the same offsets as ours.
+  // Every member's payloads lie at the same offsets as ours. The vectors
+  // come empty: resized, every payload is null until set.
   const int n = size();
   const uint32_t count = mine.count;
   out->slots.resize(count);
   out->carried_bytes.resize(count);
   out->payloads.resize(static_cast<size_t>(count) * n);
   for (int m = 0; m < n; ++m) bases_[m] = half(m, round)->payload();
-  const char** payload = out->payloads.data();
   uint32_t offset = 0;
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t carried = mine.entries[2 * i + 1];
     out->slots[i] = mine.entries[2 * i];
     out->carried_bytes[i] = carried;
-    for (int m = 0; m < n; ++m)
-      *payload++ = carried > 0 ? bases_[m] + offset : nullptr;
+    if (carried == 0) continue;
+    const char** payload = &out->payloads[static_cast<size_t>(i) * n];
+    for (int m = 0; m < n; ++m) payload[m] = bases_[m] + offset;
     offset += carried;
   }
 }

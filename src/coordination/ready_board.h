@@ -112,11 +112,16 @@ class ReadyBoard {
   void NoteExecuted(uint32_t slot, uint64_t epoch);
   // Some member marked `slot` after the last list that executed it here.
   bool PeerSentUsually(uint32_t slot) const;
+  // Some other member has marked a slot since the job began: without one,
+  // PeerSentUsually is false for every slot (one read per member, where a
+  // step offering many slots would read each slot's marks).
+  bool PeersMarked() const;
 
  private:
   struct Half;
   Half* half(int m, uint64_t round) const;
-  // Member m's marks, each 0 or the marking epoch + 1.
+  // Member m's marks, each 0 or the marking epoch + 1, and after them
+  // (at kMarks) how many marks it made.
   std::atomic<uint64_t>* marks(int m) const;
   Status Check(int m, const Half& h) const;
   // `h` lists exactly the entries of `mine`.

@@ -145,6 +145,7 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   // A lean step (`now` unread) checks no patience, and leaves the offers
   // it filed for the next full step to stamp.
   const bool timed = now != kUnread;
+  const bool marked = board_->PeersMarked();
   size_t kept = 0;  // offers_ compacted in place
   for (size_t i = 0; i < offers_.size(); ++i) {
     BoardOffer& o = offers_[i];
@@ -156,7 +157,7 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
       board_->MarkSentUsually(o.slot, epoch_);
       board_overdue_.Add(1);
     }
-    if (stale || overdue || board_->PeerSentUsually(o.slot))
+    if (stale || overdue || (marked && board_->PeerSentUsually(o.slot)))
       SendUsually(o.request(), stale ? cache_.Find(o.request()) : o.slot, list);
     else
       offers_[kept++] = o;

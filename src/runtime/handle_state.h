@@ -53,9 +53,10 @@ struct alignas(64) HandleState {
 
   // The first call wins; later ones (a failure racing a completion) are
   // ignored. Takes the lock only when a thread sleeps on this state.
-  void Complete(Status s) {
+  void Complete(const Status& s) {
     if (completing_.exchange(true, std::memory_order_acq_rel)) return;
-    status = std::move(s);
+    // A fresh or reset state holds OK already: a success writes nothing.
+    if (!s.ok()) status = s;
     // Sequentially consistent, as Sleep's count: either Sleep sees the
     // flag, or this sees the sleeper and wakes it.
     finished.store(true);

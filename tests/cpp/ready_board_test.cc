@@ -122,10 +122,14 @@ TEST(ReadyBoard, SlotsSentToRankZeroAreMarkedUntilExecuted) {
   std::vector<ReadyBoard> b;
   for (int m = 0; m < 3; ++m) b.push_back(boards.Make(m));
   for (int m = 0; m < 3; ++m) EXPECT_FALSE(b[m].PeerSentUsually(5));
+  for (int m = 0; m < 3; ++m) EXPECT_FALSE(b[m].PeersMarked());
   // Everyone executed slot 5 in list 3; member 0 gives up on its next
   // submission at epoch 4.
   for (int m = 0; m < 3; ++m) b[m].NoteExecuted(5, 3);
   b[0].MarkSentUsually(5, 4);
+  EXPECT_FALSE(b[0].PeersMarked());  // its own mark
+  EXPECT_TRUE(b[1].PeersMarked());
+  EXPECT_TRUE(b[2].PeersMarked());
   EXPECT_FALSE(b[0].PeerSentUsually(5));
   EXPECT_TRUE(b[1].PeerSentUsually(5));
   EXPECT_TRUE(b[2].PeerSentUsually(5));
@@ -227,10 +231,11 @@ TEST(ReadyBoard, MalformedBoardsAreRefused) {
   ReadyBoard a = boards.Make(0), b = boards.Make(1);
   PostTagged(a, 0, {{1, 8}}, 'a');
   PostTagged(b, 0, {{1, 8}}, 'b');
-  // Round 1 is in a board's second half; its fourth word holds the count
-  // and, above it, the payload's length.
+  // Round 1 is in a board's second half (the halves come first, the marks
+  // and their count's line after); its fourth word holds the count and,
+  // above it, the payload's length.
   const size_t half_words =
-      (ReadyBoard::AreaBytes() - ReadyBoard::kMarks * 8) / 2 / 8;
+      (ReadyBoard::AreaBytes() - ReadyBoard::kMarks * 8 - 64) / 2 / 8;
   boards.memory[1][half_words + 3] += uint64_t{1} << 32;
   bool complete = true;
   ReadyBoard::Result r;
