@@ -197,64 +197,6 @@ TEST(TensorQueue, ASubmissionRepeatingItsPredictedRecordIsQueuedAgainAsIs) {
   EXPECT_FALSE(again(name_b, &h));
 }
 
-TEST(TensorQueue, ASubmissionRepeatsARequestOnlyWhenEveryFieldIsSame) {
-  float x[4];
-  const TensorView view{x, DataType::kFloat32, {4}};
-  const std::string name = "g";
-  const Resubmission s{name, view, ReduceOp::kSum, 0, 1.0, 1.0, 1};
-  const Request base = Allreduce("g", x).request;
-  std::vector<Request> changed(15, base);  // each field changed alone
-  changed[0].op = Op::kBroadcast;
-  changed[1].process_set = 1;
-  changed[2].group_size = 2;
-  changed[3].rank = 0;
-  changed[4].dtype = DataType::kFloat64;
-  changed[5].device = 0;
-  changed[6].reduce_op = ReduceOp::kAverage;
-  changed[7].root = 1;
-  changed[8].prescale = 2;
-  changed[9].postscale = 0.5;
-  changed[10].set_id = 3;
-  changed[11].splits = {2, 2};
-  changed[12].shape = {2, 2};
-  changed[13].shape = {4, 1};
-  changed[14].name = "h";
-  EXPECT_TRUE(s.Repeats(base));
-  for (size_t i = 0; i < changed.size(); ++i)
-    EXPECT_FALSE(s.Repeats(changed[i])) << "change " << i;
-  // A grouped request always has its group's size: an allreduce is never
-  // queued with a group name alone, nor with a new set's ranks, and the
-  // comparison reads neither (they lie beyond its cache lines).
-  Request grouped = base;
-  grouped.group = "grp";
-  grouped.group_size = 2;
-  EXPECT_FALSE(s.Repeats(grouped));
-}
-
-// What a steady step reads of each record lies on the cache lines it
-// counts on.
-TEST(TensorQueue, ARecordsHotFieldsShareTheirCacheLines) {
-  EXPECT_EQ(alignof(QueuedTensor), 64u);
-  const QueuedTensor t;
-  const char* base = reinterpret_cast<const char*>(&t);
-  auto line = [&](const void* field) {
-    return (static_cast<const char*>(field) - base) / 64;
-  };
-  EXPECT_EQ(line(&t.cache_slot), 0);
-  EXPECT_EQ(line(&t.board_carry), 0);
-  EXPECT_EQ(line(&t.entry.tensor.data), 1);
-  EXPECT_EQ(line(&t.entry.tensor.input), 1);
-  EXPECT_EQ(line(&t.entry.handle), 1);
-  const Request& r = t.entry.request;
-  for (const void* f : {static_cast<const void*>(&r.rank),
-                        static_cast<const void*>(&r.postscale),
-                        static_cast<const void*>(&r.name)})
-    EXPECT_EQ(line(f), 2);
-  EXPECT_EQ(line(&r.shape), 3);
-  // The last field compared ends on the fourth line too.
-  EXPECT_EQ(line(reinterpret_cast<const char*>(&r.splits + 1) - 1), 3);
-}
-
 TEST(TensorQueue, ClaimedRecordsRunInPlaceAndFreeTheirKeysOnRelease) {
   TensorQueue q;
   float x[4], y[4];
