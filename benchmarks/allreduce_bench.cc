@@ -19,8 +19,20 @@
 //   FUSION,<np>,cpp:<case>,<median_step_us>,<min_step_us>
 // (cpp-<label>:<case> under -l <label>)
 // with the step time the max over ranks (as benchmarks/fusion_bench.py),
-// and per rank a PHASES line: the engine's metrics per step.
+// and per rank a PHASES line: the engine's metrics per step. -F runs the
+// COUNT-tensor case alone.
+//
+// Built where valgrind's headers are installed, each case's timed steps are
+// bracketed for callgrind: under `valgrind --tool=callgrind
+// --instr-atstart=no` it counts those steps alone, one dump per case.
+// Instruction counts do not depend on how busy the host is.
 #include <horovod/engine.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define HVD_BENCH_CALLGRIND 1
+#endif
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -142,9 +154,27 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// `tag` prefixes the case names ("cpp:", or "cpp-LABEL:" under -l LABEL).
+// Under callgrind, counts instructions between Begin and End only.
+void BeginCounting() {
+#ifdef HVD_BENCH_CALLGRIND
+  CALLGRIND_ZERO_STATS;
+  CALLGRIND_START_INSTRUMENTATION;
+#endif
+}
+
+void EndCounting(const std::string& what) {
+#ifdef HVD_BENCH_CALLGRIND
+  CALLGRIND_STOP_INSTRUMENTATION;
+  CALLGRIND_DUMP_STATS_AT(what.c_str());
+#else
+  (void)what;
+#endif
+}
+
+// `tag` prefixes the case names ("cpp:", or "cpp-LABEL:" under -l LABEL);
+// `many_only` runs the COUNT-tensor case alone.
 void FusionCase(Bench& bench, const std::string& tag, int rank, int np,
-                int count, size_t bytes, int steps) {
+                int count, size_t bytes, int steps, bool many_only) {
   // One step of tensors of the sizes `each` (bytes), every step.
   auto run = [&](const std::string& label, const std::vector<size_t>& each) {
     const int n = static_cast<int>(each.size());
@@ -157,12 +187,14 @@ void FusionCase(Bench& bench, const std::string& tag, int rank, int np,
     for (int w = 0; w < 3; ++w) bench.Step(tensors, names);
     std::vector<double> times;
     const horovod::EngineMetrics m0 = bench.Metrics();
+    BeginCounting();
     for (int s = 0; s < steps; ++s) {
       bench.Barrier();
       double t0 = Now();
       bench.Step(tensors, names);
       times.push_back(bench.Max(Now() - t0));
     }
+    EndCounting(label);
     // Where a step's time went on each rank (Engine::Metrics), per step;
     // the barriers and maxima between steps are in it too.
     const horovod::EngineMetrics m = bench.Metrics();
@@ -187,9 +219,10 @@ void FusionCase(Bench& bench, const std::string& tag, int rank, int np,
   };
   const size_t kib = bytes >> 10;
   const std::string one = "1x" + std::to_string(count * kib) + "KiB";
-  run(one, {count * bytes});
+  if (!many_only) run(one, {count * bytes});
   run(std::to_string(count) + "x" + std::to_string(kib) + "KiB",
       std::vector<size_t>(count, bytes));
+  if (many_only) return;
   // The large tensor again with `count` 4-byte ones beside it (carried on
   // the ready board, not fused with it): its transfer time against the
   // first case's shows what the small tensors' bookkeeping costs the data
@@ -207,6 +240,7 @@ int main(int argc, char** argv) {
   int fusion_count = 0;
   size_t fusion_bytes = 0;
   int fusion_steps = 30;
+  bool many_only = false;
   std::vector<size_t> sizes(std::begin(kDefaultSizes), std::end(kDefaultSizes));
   for (int a = 1; a < argc; ++a) {
     std::string arg = argv[a];
@@ -223,6 +257,8 @@ int main(int argc, char** argv) {
       }
       fusion_count = std::atoi(spec.substr(0, x).c_str());
       fusion_bytes = ParseSize(spec.substr(x + 1));
+    } else if (arg == "-F") {
+      many_only = true;
     } else if (arg == "-n" && a + 1 < argc) {
       fusion_steps = std::max(1, std::atoi(argv[++a]));
     } else if (arg == "-s" && a + 1 < argc) {
@@ -239,7 +275,7 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [-l LABEL] [-s SIZES] [-b SECONDS] [-f COUNTxBYTES [-n "
-          "STEPS]]\n",
+          "STEPS] [-F]]\n",
           argv[0]);
       return 2;
     }
@@ -253,7 +289,8 @@ int main(int argc, char** argv) {
   Bench bench(engine.get());
   if (fusion_count > 0) {
     const std::string tag = label == "hvd" ? "cpp:" : "cpp-" + label + ":";
-    FusionCase(bench, tag, rank, np, fusion_count, fusion_bytes, fusion_steps);
+    FusionCase(bench, tag, rank, np, fusion_count, fusion_bytes, fusion_steps,
+               many_only);
     return 0;
   }
   if (rank == 0) {
