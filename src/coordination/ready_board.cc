@@ -151,12 +151,14 @@ bool ReadyBoard::SameList(const Half& h, const Half& mine) {
 
 void ReadyBoard::TakeList(const Half& mine, uint64_t round, Result* out) {
   // Every member's payloads lie at the same offsets as ours. The vectors
-  // come empty: resized, every payload is null until set.
+  // keep their sizes from the last round, as long as a steady step's: no
+  // work to resize them. Every payload is null until set.
   const int n = size();
   const uint32_t count = mine.count;
   out->slots.resize(count);
   out->carried_bytes.resize(count);
   out->payloads.resize(static_cast<size_t>(count) * n);
+  std::fill(out->payloads.begin(), out->payloads.end(), nullptr);
   for (int m = 0; m < n; ++m) bases_[m] = half(m, round)->payload();
   uint32_t offset = 0;
   for (uint32_t i = 0; i < count; ++i) {
@@ -196,18 +198,18 @@ Status ReadyBoard::Poll(bool* complete, Result* out) {
   read_ = round;
   *complete = true;
   out->members = n;
-  out->slots.clear();
-  out->carried_bytes.clear();
-  out->payloads.clear();
   out->fusion_threshold = half(0, round)->fusion_threshold;
   out->agreed = true;
   for (int m = 1; m < n; ++m)
     if (half(m, round)->epoch != half(0, round)->epoch) out->agreed = false;
-  if (!out->agreed) return Status::OK();
-  if (same) {
+  if (out->agreed && same) {
     TakeList(mine, round, out);
     return Status::OK();
   }
+  out->slots.clear();
+  out->carried_bytes.clear();
+  out->payloads.clear();
+  if (!out->agreed) return Status::OK();
   // Merge: walk our list; a slot counts when every other list has it.
   std::fill(cursor_.begin(), cursor_.end(), 0);
   std::fill(offset_.begin(), offset_.end(), 0);

@@ -37,12 +37,19 @@ void PostTagged(ReadyBoard& b, uint64_t epoch, const Offers& offers, char tag) {
          [&](size_t i, char* dst) { std::memset(dst, tag, offers[i].bytes); });
 }
 
-ReadyBoard::Result Read(ReadyBoard& b) {
-  ReadyBoard::Result r;
+// Reads a complete round into `r`, as the engine does into one result
+// round after round.
+const ReadyBoard::Result& ReadInto(ReadyBoard& b, ReadyBoard::Result* r) {
   bool complete = false;
-  Status st = b.Poll(&complete, &r);
+  Status st = b.Poll(&complete, r);
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_TRUE(complete);
+  return *r;
+}
+
+ReadyBoard::Result Read(ReadyBoard& b) {
+  ReadyBoard::Result r;
+  ReadInto(b, &r);
   return r;
 }
 
@@ -86,6 +93,7 @@ TEST(ReadyBoard, MembersPostingOneListAgreeOnAllOfIt) {
   std::vector<ReadyBoard> b;
   for (int m = 0; m < 3; ++m) b.push_back(boards.Make(m));
   const Offers offers = {{0, 4}, {3, 0}, {5, 12}, {6, 0}, {40, 8}};
+  std::vector<ReadyBoard::Result> results(3);  // each member's, reused
   for (int round = 0; round < 3; ++round) {
     for (int m = 0; m < 3; ++m)
       b[m].Post(2, 1000, offers, [&](size_t i, char* dst) {
@@ -93,7 +101,7 @@ TEST(ReadyBoard, MembersPostingOneListAgreeOnAllOfIt) {
           dst[j] = static_cast<char>('a' + m + 3 * i + round);
       });
     for (int m = 0; m < 3; ++m) {
-      const ReadyBoard::Result r = Read(b[m]);
+      const ReadyBoard::Result& r = ReadInto(b[m], &results[m]);
       EXPECT_TRUE(r.agreed);
       EXPECT_EQ(r.slots, (std::vector<uint32_t>{0, 3, 5, 6, 40}));
       EXPECT_EQ(r.carried_bytes, (std::vector<uint32_t>{4, 0, 12, 0, 8}));
@@ -111,6 +119,26 @@ TEST(ReadyBoard, MembersPostingOneListAgreeOnAllOfIt) {
               << "round " << round << " slot " << k << " member " << p;
         }
     }
+  }
+  // A shorter list, whose first slot carried nothing, then a round the
+  // epochs do not agree on: nothing is left of the longer rounds.
+  const Offers fewer = {{3, 0}, {5, 12}};
+  for (int m = 0; m < 3; ++m) PostTagged(b[m], 2, fewer, 'x');
+  for (int m = 0; m < 3; ++m) {
+    const ReadyBoard::Result& r = ReadInto(b[m], &results[m]);
+    EXPECT_EQ(r.slots, (std::vector<uint32_t>{3, 5}));
+    EXPECT_EQ(r.carried_bytes, (std::vector<uint32_t>{0, 12}));
+    ASSERT_EQ(r.payloads.size(), 6u);
+    for (int p = 0; p < 3; ++p) {
+      EXPECT_EQ(r.payload(0, p), nullptr);
+      EXPECT_EQ(std::string(r.payload(1, p), 12), std::string(12, 'x'));
+    }
+  }
+  for (int m = 0; m < 3; ++m) PostTagged(b[m], m == 2 ? 3 : 2, fewer, 'y');
+  for (int m = 0; m < 3; ++m) {
+    const ReadyBoard::Result& r = ReadInto(b[m], &results[m]);
+    EXPECT_FALSE(r.agreed);
+    EXPECT_TRUE(r.slots.empty() && r.payloads.empty());
   }
 }
 
