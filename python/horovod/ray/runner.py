@@ -20,7 +20,7 @@ import secrets
 import time
 
 from horovod.runner.placement import assign_ranks, rank_env
-from horovod.runner.run_api import first_line, rank_raised
+from horovod.runner.run_api import cause_first, first_line, rank_raised
 from horovod.ray.worker import BaseHorovodWorker
 
 # After the first failure, how long other ranks' reports may still arrive:
@@ -255,7 +255,7 @@ class RayExecutor:
             raise RuntimeError("RayExecutor.%s: rank %d's worker (on %s) "
                                "died: %s" % (what, rank, self._hosts[rank],
                                              first_line(error))) from error
-        rank, error = failures[0]
-        cause = getattr(error, "cause", None) or error
+        rank, cause = cause_first(
+            [(r, getattr(e, "cause", None) or e) for r, e in failures])[0]
         raise RuntimeError(rank_raised("RayExecutor." + what, rank, cause)) \
             from cause

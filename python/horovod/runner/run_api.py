@@ -108,6 +108,21 @@ def outcomes(blobs, successes_only):
     return out
 
 
+def cause_first(failures):
+    """(rank, exception) pairs, in the order given, with the ranks whose own
+    code raised before the ranks whose collectives failed because a peer
+    had (HorovodInternalError: a peer raised, died or shut down): the
+    first pair is the job's cause."""
+    from horovod.common.exceptions import (HorovodInternalError,
+                                           HorovodInvalidArgumentError)
+
+    def from_a_peer(error):
+        return (isinstance(error, HorovodInternalError) and
+                not isinstance(error, HorovodInvalidArgumentError))
+
+    return sorted(failures, key=lambda f: from_a_peer(f[1]))
+
+
 def first_failure(outcomes_by_rank):
     """(rank, exception) of the lowest rank that raised, or None."""
     return next(((r, o[1]) for r, o in sorted(outcomes_by_rank.items())

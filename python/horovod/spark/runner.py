@@ -267,7 +267,8 @@ def _wait(service, spark_job, num_proc, start_timeout, started_at, sc,
         for who, blob in results.items():
             if who not in decoded:
                 decoded[who] = cloudpickle.loads(blob)
-        # In the order they arrived: the first rank to fail is the cause.
+        # In the order they arrived: the first rank to fail is the cause,
+        # unless it failed only because a peer had (cause_first).
         outcomes = {rank: (ok, value) for ok, value, rank in decoded.values()}
         failed = [(r, o[1]) for r, o in outcomes.items() if not o[0]]
         if (failed or lost) and first_failure is None:
@@ -279,7 +280,7 @@ def _wait(service, spark_job, num_proc, start_timeout, started_at, sc,
                 raise RuntimeError(
                     "horovod.spark.run: rank %s ended without a result (its "
                     "process or executor died: %s)" % (who, lost[who]))
-            rank, error = failed[0]
+            rank, error = run_api.cause_first(failed)[0]
             raise RuntimeError(run_api.rank_raised(
                 "horovod.spark.run", rank, error)) from error
         if len(outcomes) == num_proc and first_failure is None:
