@@ -43,7 +43,6 @@ ReadyBoard::ReadyBoard(std::vector<char*> areas, int me, uint32_t capacity,
       wake_(std::move(wake)),
       cursor_(areas_.size()),
       offset_(areas_.size()),
-      bases_(areas_.size()),
       executed_(kMarks, 0) {
   static_assert(std::atomic<uint64_t>::is_always_lock_free,
                 "the round counter is shared between processes");
@@ -159,7 +158,6 @@ void ReadyBoard::TakeList(const Half& mine, uint64_t round, Result* out) {
   out->carried_bytes.resize(count);
   out->payloads.resize(static_cast<size_t>(count) * n);
   std::fill(out->payloads.begin(), out->payloads.end(), nullptr);
-  for (int m = 0; m < n; ++m) bases_[m] = half(m, round)->payload();
   uint32_t offset = 0;
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t carried = mine.entries[2 * i + 1];
@@ -167,7 +165,7 @@ void ReadyBoard::TakeList(const Half& mine, uint64_t round, Result* out) {
     out->carried_bytes[i] = carried;
     if (carried == 0) continue;
     const char** payload = &out->payloads[static_cast<size_t>(i) * n];
-    for (int m = 0; m < n; ++m) payload[m] = bases_[m] + offset;
+    for (int m = 0; m < n; ++m) payload[m] = half(m, round)->payload() + offset;
     offset += carried;
   }
 }

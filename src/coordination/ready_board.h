@@ -137,7 +137,6 @@ class ReadyBoard {
   uint64_t read_ = 0;               // rounds we read back
   std::vector<size_t> cursor_;      // per member, merge position
   std::vector<uint32_t> offset_;    // per member, payload offset at cursor
-  std::vector<const char*> bases_;  // per member, payload start
   std::vector<uint64_t> executed_;  // per mark, the last list executing it
 };
 
