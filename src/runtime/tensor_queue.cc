@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 
 namespace horovod {
 namespace {
@@ -29,7 +30,7 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
   if (n == 0) return Status::OK();
   bool wake_loop;  // this Add starts the loop's list
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     if (!closed_.ok()) return entries[0].Failure(closed_);
     // Queues each entry as its key is checked; a duplicate (in flight, or
     // earlier in this batch) takes back what this call queued.
@@ -104,7 +105,7 @@ bool Resubmission::Repeats(const Request& r) const {
 bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
   bool wake_loop;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     if (!closed_.ok()) return false;  // Add refuses it, saying why
     QueuedTensor* t = NextIdle();
     if (t == nullptr || !s.Repeats(t->entry.request)) return false;
@@ -226,7 +227,7 @@ std::vector<std::string> TensorQueue::KeysOf(
     const std::vector<const HandleState*>& handles) {
   std::vector<std::string> keys;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     for (const auto& kv : records_) {
       const QueuedTensor& t = *kv.second;
       if (t.state_ == QueuedTensor::State::kQueued &&
@@ -242,7 +243,7 @@ std::vector<std::string> TensorQueue::KeysOf(
 
 void TensorQueue::TakeNew(std::vector<QueuedTensor*>* fresh) {
   fresh->clear();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FutexLock> lock(mu_);
   fresh->swap(fresh_);
   // A record taken by name before the loop saw it (a response for a rank
   // that joined) is no news: drop it from the list.
@@ -255,7 +256,7 @@ void TensorQueue::TakeNew(std::vector<QueuedTensor*>* fresh) {
 }
 
 bool TensorQueue::Take(const std::string& key, TensorEntry* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FutexLock> lock(mu_);
   auto it = records_.find(key);
   if (it == records_.end() ||
       it->second->state_ != QueuedTensor::State::kQueued)
@@ -266,7 +267,7 @@ bool TensorQueue::Take(const std::string& key, TensorEntry* out) {
 }
 
 void TensorQueue::FileBySlot(QueuedTensor* const* ts, size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FutexLock> lock(mu_);
   for (size_t i = 0; i < n; ++i) {
     QueuedTensor* t = ts[i];
     if (t->state_ != QueuedTensor::State::kQueued || t->cache_slot < 0)
@@ -295,7 +296,7 @@ void TensorQueue::ClaimNamed(int process_set,
                              std::vector<TensorEntry*>* claimed) {
   claimed->assign(names.size(), nullptr);
   records->clear();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FutexLock> lock(mu_);
   for (size_t i = 0; i < names.size(); ++i) {
     QueuedTensor* t = i < slots.size() && slots[i] < by_slot_.size()
                           ? by_slot_[slots[i]]
@@ -321,7 +322,7 @@ void TensorQueue::ClaimNamed(int process_set,
 void TensorQueue::Claim(QueuedTensor* const* ts, size_t n,
                         std::vector<TensorEntry*>* claimed) {
   claimed->assign(n, nullptr);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FutexLock> lock(mu_);
   for (size_t i = 0; i < n; ++i) {
     QueuedTensor* t = ts[i];
     if (t->state_ != QueuedTensor::State::kQueued) continue;
@@ -338,7 +339,7 @@ void TensorQueue::ClaimLocked(QueuedTensor* t) {
 }
 
 void TensorQueue::Release(QueuedTensor* const* ts, size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FutexLock> lock(mu_);
   for (size_t i = 0; i < n; ++i) {
     QueuedTensor* t = ts[i];
     if (t->state_ != QueuedTensor::State::kClaimed) continue;
@@ -353,7 +354,7 @@ void TensorQueue::Release(QueuedTensor* const* ts, size_t n) {
 }
 
 size_t TensorQueue::Records() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FutexLock> lock(mu_);
   return records_.size() + orphans_.size();
 }
 
@@ -362,7 +363,7 @@ bool TensorQueue::Pending() const {
 }
 
 bool TensorQueue::Find(const std::string& key, Request* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<FutexLock> lock(mu_);
   auto it = records_.find(key);
   if (it == records_.end() ||
       it->second->state_ != QueuedTensor::State::kQueued)
@@ -374,7 +375,7 @@ bool TensorQueue::Find(const std::string& key, Request* out) {
 void TensorQueue::FailAll(const Status& status) {
   std::vector<TensorEntry> doomed;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<FutexLock> lock(mu_);
     if (closed_.ok()) closed_ = status;
     for (auto& kv : records_) {
       QueuedTensor* t = kv.second.get();

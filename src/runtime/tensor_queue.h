@@ -17,20 +17,20 @@
 // (its collective is running: the loop took it by address). Only the loop
 // moves a record out of queued. Thread-safe; a record's entry is written
 // by Add while idle and read by the loop while queued or claimed, the
-// queue's mutex ordering the two.
+// queue's lock ordering the two.
 #ifndef HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 #define HOROVOD_RUNTIME_TENSOR_QUEUE_H_
 
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "coordination/message.h"
 #include "coordination/response_cache.h"
+#include "runtime/futex_lock.h"
 #include "runtime/handle_state.h"
 
 namespace horovod {
@@ -238,7 +238,7 @@ class TensorQueue {
   // points at a freed record (under mu_).
   void ResetLinks();
 
-  std::mutex mu_;
+  FutexLock mu_;
   std::unordered_map<std::string, std::unique_ptr<QueuedTensor>> records_;
   std::vector<std::unique_ptr<QueuedTensor>> orphans_;
   size_t idle_ = 0;
