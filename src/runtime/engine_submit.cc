@@ -14,6 +14,10 @@ struct CensusRecord {
   }
 };
 thread_local CensusRecord tls_census;
+// The census tls_census holds, as a plain pointer: every submission reads
+// it, and a trivial thread-local needs no initialization guard on access.
+// Never stale: the record keeps the census it points to alive.
+thread_local const ThreadCensus* tls_counted = nullptr;
 
 }  // namespace
 
@@ -21,6 +25,7 @@ void EngineImpl::LeaveCensus() {
   if (tls_census.census != census_) return;
   census_->live.fetch_sub(1);
   tls_census.census.reset();
+  tls_counted = nullptr;
   std::lock_guard<std::mutex> lock(waiting_mu_);
   episode_.fetch_add(1);
   report_due_.store(
@@ -115,9 +120,10 @@ std::string EngineImpl::AutoName(OpType op) {
 }
 
 void EngineImpl::CountSubmitter() {
-  if (tls_census.census == census_) return;
+  if (tls_counted == census_.get()) return;
   if (tls_census.census) tls_census.census->live.fetch_sub(1);
   tls_census.census = census_;
+  tls_counted = census_.get();
   census_->live.fetch_add(1);
 }
 

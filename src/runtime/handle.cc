@@ -34,16 +34,22 @@ bool Handle::Poll() const { return state_->Done(); }
 
 namespace {
 
+// A finished state's status; a success (nearly every one) is returned
+// without copying the state's message string.
+Status Result(const HandleState& h) {
+  return h.status.ok() ? Status::OK() : h.status;
+}
+
 Status Sleep(HandleState& h, std::chrono::steady_clock::time_point until) {
   if (!h.Sleep(until)) return Status::Timeout("operation still in progress");
-  return h.status;
+  return Result(h);
 }
 
 }  // namespace
 
 Status Handle::Wait(double timeout_s) const {
   using SteadyClock = std::chrono::steady_clock;
-  if (Poll()) return state_->status;
+  if (Poll()) return Result(*state_);
   // Only a timeout needs the clock here: the drive reads it when its steps
   // need the time, and the wait is timed by the gate's cheaper ticks.
   const auto until =
@@ -57,7 +63,7 @@ Status Handle::Wait(double timeout_s) const {
   // A driving caller tells the engine itself once its wait grows long.
   if (gate.Drive(*state_, until) && Poll()) {
     gate.AddWaitTicks(gate.ticks().Since(begin));
-    return state_->status;
+    return Result(*state_);
   }
   // The engine reports what this rank's threads are blocked on to rank 0,
   // from here until the wait ends, however it ends. A drive that returned

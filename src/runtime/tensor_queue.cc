@@ -124,7 +124,7 @@ bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
 }
 
 void TensorQueue::QueueLocked(QueuedTensor* t) {
-  t->entry.handle = StateFor(t, t->entry.request.dtype);
+  RenewState(t, t->entry.request.dtype);
   t->state_ = QueuedTensor::State::kQueued;
   --idle_;
   ++queued_;
@@ -135,7 +135,7 @@ bool TensorQueue::ListLocked(QueuedTensor* const* ts, size_t n,
   pending_.store(true, std::memory_order_relaxed);
   adds_.store(adds_.load(std::memory_order_relaxed) + 1,
               std::memory_order_relaxed);
-  // The states are unshared until handed out (StateFor).
+  // The states are unshared until handed out (RenewState).
   for (size_t i = 0; i < n; ++i) {
     HandleState* state = ts[i]->entry.handle.get();
     state->RefUnshared();
@@ -153,26 +153,26 @@ bool TensorQueue::ListLocked(QueuedTensor* const* ts, size_t n,
   return !untaken && !fresh_.empty();
 }
 
-HandleRef TensorQueue::StateFor(QueuedTensor* t, DataType dtype) {
-  HandleRef last = std::move(t->entry.handle);
-  HandleRef spare = std::move(t->spare_);
-  HandleRef fresh;
+void TensorQueue::RenewState(QueuedTensor* t, DataType dtype) {
+  HandleRef& last = t->entry.handle;
   // The last state first: a caller that let go of it before submitting
   // again (as a lone entry's does) has just touched it, and a steady step
-  // then cycles through one state per name instead of two.
-  if (last && last->Unshared())
-    fresh = std::move(last);
-  else if (spare && spare->Unshared())
-    fresh = std::move(spare);
-  if (fresh) {
-    fresh->Reset(dtype);
-  } else {
-    fresh = HandleRef::Make();
-    fresh->gate = gate_;
-    fresh->dtype = dtype;
+  // then cycles through one state per name instead of two. Reused in
+  // place: no reference moves, no count touched.
+  if (last && last->Unshared()) {
+    last->Reset(dtype);
+    return;
   }
-  t->spare_ = last ? std::move(last) : std::move(spare);
-  return fresh;
+  if (t->spare_ && t->spare_->Unshared()) {
+    std::swap(last, t->spare_);
+    last->Reset(dtype);
+    return;
+  }
+  HandleRef fresh = HandleRef::Make();
+  fresh->gate = gate_;
+  fresh->dtype = dtype;
+  if (last) t->spare_ = std::move(last);
+  last = std::move(fresh);
 }
 
 void TensorQueue::Unqueue(QueuedTensor* t) {

@@ -228,9 +228,10 @@ class TensorQueue {
   // lists those not listed; true when the list was empty (the loop needs
   // waking). Under mu_.
   bool ListLocked(QueuedTensor* const* ts, size_t n, Handle* handles);
-  // A reset state for t's next submission, reused from t when one is free
-  // (under mu_).
-  HandleRef StateFor(QueuedTensor* t, DataType dtype);
+  // Gives t's entry a reset state for its next submission: the entry's
+  // last one or t's spare when no handle refers to it any more, else a new
+  // one (the last one then becomes the spare). Under mu_.
+  void RenewState(QueuedTensor* t, DataType dtype);
   // Drops idle records that no list refers to, and dead orphans (under
   // mu_).
   void Sweep();
