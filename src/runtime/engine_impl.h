@@ -265,8 +265,10 @@ class EngineImpl {
 
   static bool Empty(const RequestList& l);
 
-  // The calling thread submits to this engine (see ThreadCensus).
+  // The calling thread submits to this engine (see ThreadCensus): a check
+  // on every submission, JoinCensus the first time.
   void CountSubmitter();
+  void JoinCensus();
 
   // A thread of this rank begins or ends waiting on an operation: callers
   // that sleep as they wait, and drivers whose wait grew long.

@@ -33,6 +33,11 @@ void EngineImpl::LeaveCensus() {
                 : kNever);
 }
 
+void EngineImpl::CountSubmitter() {
+  if (__builtin_expect(tls_counted == census_.get(), 1)) return;
+  JoinCensus();
+}
+
 Status EngineImpl::Enqueue(OpType op, const TensorView* tensors, size_t n,
                            const CollectiveArgs& args, Handle* handles) {
   CountSubmitter();
@@ -119,8 +124,7 @@ std::string EngineImpl::AutoName(OpType op) {
          std::to_string(auto_name_counter_[static_cast<int>(op)]++);
 }
 
-void EngineImpl::CountSubmitter() {
-  if (tls_counted == census_.get()) return;
+void EngineImpl::JoinCensus() {
   if (tls_census.census) tls_census.census->live.fetch_sub(1);
   tls_census.census = census_;
   tls_counted = census_.get();

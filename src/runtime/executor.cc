@@ -326,15 +326,15 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
     zeros = zeros_.Get(static_cast<size_t>(missing) * esize);
     std::memset(zeros, 0, static_cast<size_t>(missing) * esize);
   }
-  pieces_.clear();
+  pieces_.resize(n);  // its capacity kept from step to step
   int64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
     const int64_t count = counts[i];
-    if (entries[i] != nullptr)
-      pieces_.push_back(
-          {entries[i]->tensor.data, offset, count, entries[i]->tensor.input});
-    else {
-      pieces_.push_back({zeros, offset, count});
+    if (entries[i] != nullptr) {
+      pieces_[i] = {entries[i]->tensor.data, offset, count,
+                    entries[i]->tensor.input};
+    } else {
+      pieces_[i] = {zeros, offset, count};
       zeros += count * esize;
     }
     offset += count;
@@ -365,20 +365,19 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
     st = plan.group->Allreduce(pieces_.data(), n, args, &phase);
   }
   EndPhases();
-  // Counted in one go, before any handle completes.
+  // Counted in one go, before any handle completes. The data has pushed
+  // the completion states out of the nearer caches, and each completion's
+  // atomics wait for its own state: fetched all together in the same pass,
+  // they arrive while the completions run.
   uint64_t tensors = 0;
   int64_t bytes = 0;
   for (size_t i = 0; i < n; ++i)
     if (entries[i] != nullptr) {
+      __builtin_prefetch(entries[i]->handle.get(), 1);
       ++tensors;
       bytes += counts[i] * static_cast<int64_t>(esize);
     }
   Count(tensors, bytes);
-  // The data has pushed the completion states out of the nearer caches,
-  // and each completion's atomics wait for its own state: fetched all
-  // together first, they arrive while the completions run.
-  for (size_t i = 0; i < n; ++i)
-    if (entries[i] != nullptr) __builtin_prefetch(entries[i]->handle.get(), 1);
   for (size_t i = 0; i < n; ++i)
     if (entries[i] != nullptr) Done(*entries[i], st);
   return st;
