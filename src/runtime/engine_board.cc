@@ -157,10 +157,12 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
       board_->MarkSentUsually(o.slot, epoch_);
       board_overdue_.Add(1);
     }
-    if (stale || overdue || (marked && board_->PeerSentUsually(o.slot)))
+    if (stale || overdue || (marked && board_->PeerSentUsually(o.slot))) {
       SendUsually(o.request(), stale ? cache_.Find(o.request()) : o.slot, list);
-    else
-      offers_[kept++] = o;
+      continue;
+    }
+    if (kept != i) offers_[kept] = o;  // a steady step keeps every offer
+    ++kept;
   }
   offers_.resize(kept);
   const bool behind = board_->Behind();
@@ -175,8 +177,9 @@ void EngineImpl::BoardPost(RequestList* list, Clock::time_point now,
   OrderOffersBySlot();
   if (posted_.size() > ReadyBoard::kMaxSlots)
     posted_.resize(ReadyBoard::kMaxSlots);
-  post_.clear();
-  for (size_t i : posted_) post_.push_back({offers_[i].slot, offers_[i].carry});
+  post_.resize(posted_.size());
+  for (size_t k = 0; k < posted_.size(); ++k)
+    post_[k] = {offers_[posted_[k]].slot, offers_[posted_[k]].carry};
   board_->Post(
       epoch_, knobs_.fusion_threshold, post_, [this](size_t k, char* dst) {
         const BoardOffer& o = offers_[posted_[k]];
@@ -240,18 +243,33 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   // name. The fused responses are a BoardFusion's: the first
   // f.bytes.size() of its responses are this round's, f.elements[t].size()
   // tensors each.
-  agreed_.clear();
-  taken_.assign(offers_.size(), 0);
-  size_t p = 0;
-  for (size_t k = 0; k < result.slots.size(); ++k) {
-    const uint32_t slot = result.slots[k];
-    while (p < posted_.size() && offers_[posted_[p]].slot < slot) ++p;
-    if (p == posted_.size() || offers_[posted_[p]].slot != slot)
-      return Status::Internal("ready board agreed on slot " +
-                              std::to_string(slot) + " that rank " +
-                              std::to_string(job_.rank) + " did not post");
-    taken_[posted_[p]] = 1;
-    agreed_.push_back(offers_[posted_[p]].tensor);
+  auto not_posted = [this](uint32_t slot) {
+    return Status::Internal("ready board agreed on slot " +
+                            std::to_string(slot) + " that rank " +
+                            std::to_string(job_.rank) + " did not post");
+  };
+  const size_t n = result.slots.size();
+  // A steady round agrees on every offer, each posted: no search, and
+  // none is left over.
+  const bool all = n == posted_.size() && n == offers_.size();
+  agreed_.resize(n);
+  if (all) {
+    for (size_t k = 0; k < n; ++k) {
+      const BoardOffer& o = offers_[posted_[k]];
+      if (o.slot != result.slots[k]) return not_posted(result.slots[k]);
+      agreed_[k] = o.tensor;
+    }
+  } else {
+    taken_.assign(offers_.size(), 0);
+    size_t p = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const uint32_t slot = result.slots[k];
+      while (p < posted_.size() && offers_[posted_[p]].slot < slot) ++p;
+      if (p == posted_.size() || offers_[posted_[p]].slot != slot)
+        return not_posted(slot);
+      taken_[posted_[p]] = 1;
+      agreed_[k] = offers_[posted_[p]].tensor;
+    }
   }
   queue_.Claim(agreed_.data(), agreed_.size(), &claimed_);
   // The entries run by address: names are copied only to be traced.
@@ -307,10 +325,14 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   if (!again)
     for (size_t t = 0; t < f.bytes.size(); ++t)
       TrimTensors(&f.responses[t], f.elements[t].size(), &board_spares_);
-  size_t kept = 0;
-  for (size_t i = 0; i < offers_.size(); ++i)
-    if (!taken_[i]) offers_[kept++] = offers_[i];
-  offers_.resize(kept);
+  if (all) {
+    offers_.clear();
+  } else {
+    size_t kept = 0;
+    for (size_t i = 0; i < offers_.size(); ++i)
+      if (!taken_[i]) offers_[kept++] = offers_[i];
+    offers_.resize(kept);
+  }
   Status st;
   for (size_t t = 0; t < f.bytes.size(); ++t) {
     const Response& r = f.responses[t];

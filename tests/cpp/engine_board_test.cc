@@ -436,5 +436,58 @@ TEST(Engine, ACallersLeanStepsStillServeWorkOffTheBoard) {
   ExpectEveryRankOk(failures);
 }
 
+// An offer made while our round is open waits for the next round: rank 0
+// posts A alone (a short wait drives its loop), then submits B while that
+// round is open; rank 1 posts A a little later, and the round agrees on A
+// alone. B must be neither lost nor run twice: every step completes with
+// exact results.
+TEST(Engine, AnOfferMadeWhileItsRoundIsOpenWaitsForTheNextRound) {
+  const int n = 2, count = 5000, steps = 40;
+  const std::vector<std::string> failures = RunRanks(n, [&](Engine* e, int r,
+                                                            std::string* fail) {
+    std::vector<float> a(count), b(count);
+    auto submit = [&](const char* name, std::vector<float>& v, float base,
+                      Handle* h) {
+      for (int i = 0; i < count; ++i) v[i] = base + float(r + i % 5);
+      CollectiveArgs args;
+      args.name = name;
+      if (!e->Allreduce({v.data(), DataType::kFloat32, {count}}, args, h).ok())
+        *fail += std::string("submit ") + name + ";";
+    };
+    auto check = [&](const char* name, std::vector<float>& v, float base,
+                     Handle& h, int step) {
+      if (!h.Wait(20).ok()) {
+        *fail +=
+            std::string("wait ") + name + " step " + std::to_string(step) + ";";
+        return false;
+      }
+      for (int i = 0; i < count; ++i)
+        if (v[i] != 2 * base + float(1 + 2 * (i % 5))) {
+          *fail += std::string(name) + " step " + std::to_string(step) + ";";
+          return false;
+        }
+      return true;
+    };
+    for (int s = 0; s < steps; ++s) {
+      Handle ha, hb;
+      const float base = float(s);
+      // Cached first: the board carries cached tensors only.
+      const bool staggered = s >= 2;
+      if (staggered && r == 1)
+        std::this_thread::sleep_for(std::chrono::microseconds(1500));
+      submit("open.a", a, base, &ha);
+      // Drives the loop until it has posted A (the wait times out: rank 1
+      // has not come yet).
+      if (staggered) (void)ha.Wait(r == 0 ? 0.0005 : 0.002);
+      submit("open.b", b, base + 0.5f, &hb);
+      if (!check("open.a", a, base, ha, s) ||
+          !check("open.b", b, base + 0.5f, hb, s))
+        break;
+    }
+    if (!e->Barrier().ok() || !e->Shutdown().ok()) *fail += "end;";
+  });
+  ExpectEveryRankOk(failures);
+}
+
 }  // namespace
 }  // namespace horovod
