@@ -95,7 +95,8 @@ struct alignas(64) HandleState {
   void Reset(DataType type) {
     completing_.store(false, std::memory_order_relaxed);
     finished.store(false, std::memory_order_relaxed);
-    status = Status::OK();
+    // A success left OK in place (Complete writes only a failure).
+    if (!status.ok()) status = Status::OK();
     // Only what an operation wrote: the line stays clean for most.
     if (output) output.reset();
     output_shape.clear();  // no write when already empty

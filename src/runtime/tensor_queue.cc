@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 
 namespace horovod {
@@ -16,6 +18,35 @@ bool SameRest(const Request& a, const Request& b, bool key_equal) {
          (key_equal || (a.process_set == b.process_set && a.name == b.name)) &&
          a.splits == b.splits && a.set_id == b.set_id &&
          a.set_ranks == b.set_ranks;
+}
+
+// Whether a and b hold the same n bytes, compared inline for runs as short
+// as a name or a shape: a steady submission compares both, where a libc
+// call costs more than the compare.
+bool SameBytes(const void* a, const void* b, size_t n) {
+  if (n > 64) return std::memcmp(a, b, n) == 0;
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  uint64_t diff = 0;
+  auto word = [&](size_t at) {
+    uint64_t u, v;
+    std::memcpy(&u, x + at, 8);
+    std::memcpy(&v, y + at, 8);
+    diff |= u ^ v;
+  };
+  if (n < 8) {
+    for (size_t i = 0; i < n; ++i) diff |= static_cast<uint8_t>(x[i] ^ y[i]);
+    return diff == 0;
+  }
+  for (size_t i = 0; i + 8 <= n; i += 8) word(i);
+  word(n - 8);  // the tail, overlapping the last whole word
+  return diff == 0;
+}
+
+template <typename T>
+bool SameVector(const T& a, const T& b) {
+  return a.size() == b.size() &&
+         SameBytes(a.data(), b.data(), a.size() * sizeof(a[0]));
 }
 
 }  // namespace
@@ -98,8 +129,8 @@ bool Resubmission::Repeats(const Request& r) const {
          r.rank == rank && r.dtype == tensor.dtype &&
          r.device == tensor.device && r.reduce_op == reduce_op &&
          r.root == root && r.prescale == prescale && r.postscale == postscale &&
-         r.set_id == 0 && r.splits.empty() && r.shape == tensor.shape &&
-         r.name == name;
+         r.set_id == 0 && r.splits.empty() &&
+         SameVector(r.shape, tensor.shape) && SameVector(r.name, name);
 }
 
 bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {

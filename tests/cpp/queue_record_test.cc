@@ -48,6 +48,50 @@ TEST(TensorQueue, ASubmissionRepeatsARequestOnlyWhenEveryFieldIsSame) {
   EXPECT_FALSE(s.Repeats(grouped));
 }
 
+// The name and shape are compared byte for byte, whatever their length: a
+// name that differs from the record's in any one byte, or is one byte
+// longer or shorter, and a shape that differs in any one dimension, are
+// not a repeat.
+TEST(TensorQueue, ANameOrShapeDifferingAnywhereIsNoRepeat) {
+  float x[4];
+  for (size_t len = 1; len <= 80; ++len) {
+    std::string name;
+    for (size_t i = 0; i < len; ++i) name += static_cast<char>('a' + i % 26);
+    TensorView view{x, DataType::kFloat32, {4}};
+    const Resubmission s{name, view, ReduceOp::kSum, 0, 1.0, 1.0, 1};
+    Request r;
+    r.rank = 1;
+    r.name = name;
+    r.shape = {4};
+    ASSERT_TRUE(s.Repeats(r)) << len;
+    for (size_t at = 0; at < len; ++at) {
+      Request other = r;
+      other.name[at] = static_cast<char>(other.name[at] ^ 0x20);
+      EXPECT_FALSE(s.Repeats(other)) << "name of " << len << ", byte " << at;
+    }
+    Request longer = r, shorter = r;
+    longer.name += 'z';
+    shorter.name.pop_back();
+    EXPECT_FALSE(s.Repeats(longer)) << len;
+    EXPECT_FALSE(s.Repeats(shorter)) << len;
+  }
+  const std::string name = "shapes";
+  for (size_t rank = 1; rank <= 10; ++rank) {
+    TensorView view{x, DataType::kFloat32, std::vector<int64_t>(rank, 3)};
+    const Resubmission s{name, view, ReduceOp::kSum, 0, 1.0, 1.0, 1};
+    Request r;
+    r.rank = 1;
+    r.name = name;
+    r.shape = view.shape;
+    ASSERT_TRUE(s.Repeats(r)) << rank;
+    for (size_t d = 0; d < rank; ++d) {
+      Request other = r;
+      other.shape[d] = int64_t{3} << 40;  // differs in a high byte alone
+      EXPECT_FALSE(s.Repeats(other)) << "rank " << rank << ", dim " << d;
+    }
+  }
+}
+
 // What a steady step reads of each record lies on the cache lines it
 // counts on.
 TEST(TensorQueue, ARecordsHotFieldsShareTheirCacheLines) {
