@@ -1,7 +1,7 @@
 """The launchers' shared choice of a failed job's cause."""
 from horovod.common.exceptions import (HorovodInternalError,
                                        HorovodInvalidArgumentError)
-from horovod.runner.run_api import cause_first
+from horovod.runner.run_api import cause_first, job_cause
 
 
 def test_a_rank_whose_code_raised_comes_before_peers_it_failed():
@@ -16,3 +16,19 @@ def test_a_rank_whose_code_raised_comes_before_peers_it_failed():
     other = (1, HorovodInternalError("peer 2 died"))
     assert cause_first([peer, other]) == [peer, other]
     assert cause_first([]) == []
+
+
+def test_horovod_run_names_the_rank_whose_code_raised():
+    # {rank: (ok, value)}, as the ranks reported: rank 0's collective failed
+    # because rank 2 raised; rank 1 returned.
+    own = KeyError("no such thing")
+    peer = HorovodInternalError("Horovod has been shut down")
+    assert job_cause({0: (False, peer), 1: (True, 7), 2: (False, own)}) == (
+        2, own)
+    # Two ranks raised their own errors: the lower one is named.
+    other = ValueError("also raised")
+    assert job_cause({3: (False, other), 2: (False, own)}) == (2, own)
+    # Only peers' errors: the lowest rank's.
+    later = HorovodInternalError("peer 0 died")
+    assert job_cause({1: (False, later), 0: (False, peer)}) == (0, peer)
+    assert job_cause({0: (True, 1), 1: (True, 2)}) is None

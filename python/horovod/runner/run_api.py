@@ -123,10 +123,13 @@ def cause_first(failures):
     return sorted(failures, key=lambda f: from_a_peer(f[1]))
 
 
-def first_failure(outcomes_by_rank):
-    """(rank, exception) of the lowest rank that raised, or None."""
-    return next(((r, o[1]) for r, o in sorted(outcomes_by_rank.items())
-                 if not o[0]), None)
+def job_cause(outcomes_by_rank):
+    """(rank, exception) of a failed job's cause, or None: of the ranks that
+    raised, the lowest whose own code raised, else the lowest (cause_first
+    over them in rank order)."""
+    failures = [(r, o[1]) for r, o in sorted(outcomes_by_rank.items())
+                if not o[0]]
+    return cause_first(failures)[0] if failures else None
 
 
 def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
@@ -186,7 +189,7 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
     finally:
         server.close()
     done = outcomes(server.results.values(), elastic and code == 0)
-    failed = first_failure(done)
+    failed = job_cause(done)
     if failed:
         rank, error = failed
         raise RuntimeError(rank_raised("horovod.run", rank, error)) \
