@@ -243,33 +243,22 @@ Status EngineImpl::ExecuteBoard(const ReadyBoard::Result& result) {
   // name. The fused responses are a BoardFusion's: the first
   // f.bytes.size() of its responses are this round's, f.elements[t].size()
   // tensors each.
-  auto not_posted = [this](uint32_t slot) {
-    return Status::Internal("ready board agreed on slot " +
-                            std::to_string(slot) + " that rank " +
-                            std::to_string(job_.rank) + " did not post");
-  };
   const size_t n = result.slots.size();
-  // A steady round agrees on every offer, each posted: no search, and
-  // none is left over.
+  // A steady round agrees on every offer, each posted: the search finds
+  // each at once, and no record of what was taken is needed.
   const bool all = n == posted_.size() && n == offers_.size();
+  if (!all) taken_.assign(offers_.size(), 0);
   agreed_.resize(n);
-  if (all) {
-    for (size_t k = 0; k < n; ++k) {
-      const BoardOffer& o = offers_[posted_[k]];
-      if (o.slot != result.slots[k]) return not_posted(result.slots[k]);
-      agreed_[k] = o.tensor;
-    }
-  } else {
-    taken_.assign(offers_.size(), 0);
-    size_t p = 0;
-    for (size_t k = 0; k < n; ++k) {
-      const uint32_t slot = result.slots[k];
-      while (p < posted_.size() && offers_[posted_[p]].slot < slot) ++p;
-      if (p == posted_.size() || offers_[posted_[p]].slot != slot)
-        return not_posted(slot);
-      taken_[posted_[p]] = 1;
-      agreed_[k] = offers_[posted_[p]].tensor;
-    }
+  size_t p = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t slot = result.slots[k];
+    while (p < posted_.size() && offers_[posted_[p]].slot < slot) ++p;
+    if (p == posted_.size() || offers_[posted_[p]].slot != slot)
+      return Status::Internal("ready board agreed on slot " +
+                              std::to_string(slot) + " that rank " +
+                              std::to_string(job_.rank) + " did not post");
+    if (!all) taken_[posted_[p]] = 1;
+    agreed_[k] = offers_[posted_[p]].tensor;
   }
   queue_.Claim(agreed_.data(), agreed_.size(), &claimed_);
   // The entries run by address: names are copied only to be traced.

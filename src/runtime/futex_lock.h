@@ -33,7 +33,7 @@ class FutexLock {
   // kWaited: held, and someone may sleep on it, so unlock wakes a sleeper.
   static constexpr uint32_t kFree = 0, kHeld = 1, kWaited = 2;
   // The longest one sleep lasts before the word is tried again.
-  static constexpr int kSleepBoundSeconds = 1;
+  static constexpr int kSleepBoundMs = 1000;
   void LockContended();
   void Wake();
   std::atomic<uint32_t> word_{kFree};

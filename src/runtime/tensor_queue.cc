@@ -44,7 +44,7 @@ bool SameBytes(const void* a, const void* b, size_t n) {
 }
 
 template <typename T>
-bool SameVector(const T& a, const T& b) {
+bool SameContents(const T& a, const T& b) {
   return a.size() == b.size() &&
          SameBytes(a.data(), b.data(), a.size() * sizeof(a[0]));
 }
@@ -130,7 +130,7 @@ bool Resubmission::Repeats(const Request& r) const {
          r.device == tensor.device && r.reduce_op == reduce_op &&
          r.root == root && r.prescale == prescale && r.postscale == postscale &&
          r.set_id == 0 && r.splits.empty() &&
-         SameVector(r.shape, tensor.shape) && SameVector(r.name, name);
+         SameContents(r.shape, tensor.shape) && SameContents(r.name, name);
 }
 
 bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
