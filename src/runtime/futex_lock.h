@@ -30,7 +30,7 @@ class FutexLock {
   }
 
  private:
-  // kWaited: held, and someone may sleep on it, so unlock wakes a sleeper.
+  // kWaited: held, and someone may sleep on it, so unlock wakes sleepers.
   static constexpr uint32_t kFree = 0, kHeld = 1, kWaited = 2;
   // The longest one sleep lasts before the word is tried again.
   static constexpr int kSleepBoundMs = 1000;
