@@ -61,23 +61,36 @@ struct AllreduceAsync {
   nb::object table, export_fn, fallback, global_set, one;
   int default_op = 0;
   nb::object names[kParams];  // interned, in parameter order
+  // Each parameter's default (borrowed from the objects above; null for
+  // the required tensor).
+  PyObject* defaults[kParams] = {};
   // Describes tensors for a fraction of export_fn's cost, where their type
   // offers it.
   dlpack::DlpackExchange exchange;
+  // Where a call's tensor is described: kept here, not on the call's
+  // stack, because a description is written whole and a fresh one would
+  // be zeroed first (a string instruction, slow to start) on every call.
+  // Nothing between a description and the enqueue that reads it runs
+  // Python code, so no nested call reuses it meanwhile.
+  nb::dlpack::dltensor described;
 };
 
 constexpr const char* kAllreduceAsyncParams[AllreduceAsync::kParams] = {
     "tensor",          "average",          "name",       "op",
     "prescale_factor", "postscale_factor", "process_set"};
 
-// The call, its arguments bound to parameters and defaults filled in.
-nb::object AllreduceAsyncBound(AllreduceAsync& f, const nb::handle* a) {
+// The call, its arguments bound to parameters and defaults filled in; a
+// new reference, or null with an error set.
+PyObject* AllreduceAsyncBound(AllreduceAsync& f, PyObject* const* a) {
   const nb::handle tensor = a[0], average = a[1], name = a[2], op = a[3],
                    prescale_factor = a[4], postscale_factor = a[5],
                    process_set = a[6];
   auto fall_back = [&] {
-    return f.fallback(tensor, average, name, op, prescale_factor,
-                      postscale_factor, process_set);
+    return f
+        .fallback(tensor, average, name, op, prescale_factor, postscale_factor,
+                  process_set)
+        .release()
+        .ptr();
   };
   int reduce_op;
   double prescale, postscale;
@@ -94,11 +107,10 @@ nb::object AllreduceAsyncBound(AllreduceAsync& f, const nb::handle* a) {
   // Described in place where the tensor's type allows, else exported (the
   // capsule lives until the tensor is enqueued; the handle keeps the
   // tensor).
-  nb::dlpack::dltensor described;
   nb::object capsule;
   const nb::dlpack::dltensor* t = nullptr;
-  if (f.exchange.Describe(tensor, &described)) {
-    t = &described;
+  if (f.exchange.Describe(tensor, &f.described)) {
+    t = &f.described;
   } else {
     capsule = f.export_fn(tensor);
     t = dlpack::CapsuleTensor(capsule);
@@ -107,9 +119,9 @@ nb::object AllreduceAsyncBound(AllreduceAsync& f, const nb::handle* a) {
   // to EnqueueTensor, which names what is wrong.
   if (t == nullptr || (dlpack::WellFormed(*t) && !dlpack::IsCompact(*t)))
     return fall_back();
-  return nb::int_(
+  return PyLong_FromLongLong(
       EnqueueTensor(*nb::inst_ptr<HandleTable>(f.table), OpType::kAllreduce, *t,
-                    nb::borrow(tensor), nb::none(), "allreduce",
+                    tensor, nb::handle(), "allreduce",
                     std::string_view(name_utf8, static_cast<size_t>(name_len)),
                     reduce_op, prescale, postscale, 0, 0));
 }
@@ -117,9 +129,12 @@ nb::object AllreduceAsyncBound(AllreduceAsync& f, const nb::handle* a) {
 // Binds a vectorcall's arguments as Python would for the signature
 // allreduce_async_(tensor, average=None, name=None, op=None,
 // prescale_factor=1.0, postscale_factor=1.0, process_set=<global set>);
-// false with a TypeError set when they do not fit it.
+// false with a TypeError set when they do not fit it. Every slot of `a` is
+// written once, positional argument or default, and none is cleared first:
+// clearing a small array compiles to a string instruction that costs more
+// than the binding.
 bool BindAllreduceAsync(const AllreduceAsync& f, PyObject* const* args,
-                        Py_ssize_t nargs, PyObject* kwnames, nb::handle* a) {
+                        Py_ssize_t nargs, PyObject* kwnames, PyObject** a) {
   constexpr int n = AllreduceAsync::kParams;
   if (nargs > n) {
     PyErr_Format(PyExc_TypeError,
@@ -128,8 +143,9 @@ bool BindAllreduceAsync(const AllreduceAsync& f, PyObject* const* args,
                  n, nargs);
     return false;
   }
-  for (Py_ssize_t i = 0; i < nargs; ++i) a[i] = args[i];
+  for (int k = 0; k < n; ++k) a[k] = k < nargs ? args[k] : f.defaults[k];
   const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  unsigned by_keyword = 0;  // bit k: parameter k was given by keyword
   for (Py_ssize_t j = 0; j < nkw; ++j) {
     PyObject* key = PyTuple_GET_ITEM(kwnames, j);
     int k = 0;
@@ -145,32 +161,29 @@ bool BindAllreduceAsync(const AllreduceAsync& f, PyObject* const* args,
                    key);
       return false;
     }
-    if (a[k].ptr() != nullptr) {
+    if (k < nargs || (by_keyword & (1u << k)) != 0) {
       PyErr_Format(PyExc_TypeError,
                    "allreduce_async_() got multiple values for argument '%s'",
                    kAllreduceAsyncParams[k]);
       return false;
     }
+    by_keyword |= 1u << k;
     a[k] = args[nargs + j];
   }
-  if (a[0].ptr() == nullptr) {
+  if (a[0] == nullptr) {
     PyErr_SetString(PyExc_TypeError,
                     "allreduce_async_() missing required argument 'tensor'");
     return false;
   }
-  for (int k = 1; k < n; ++k)
-    if (a[k].ptr() == nullptr)
-      a[k] = k == n - 1 ? f.global_set : k >= 4 ? f.one : nb::none();
   return true;
 }
 
 PyObject* AllreduceAsyncCall(PyObject* self, PyObject* const* args,
                              Py_ssize_t nargs, PyObject* kwnames) {
   auto& f = *static_cast<AllreduceAsync*>(PyCapsule_GetPointer(self, nullptr));
-  nb::handle a[AllreduceAsync::kParams];
+  PyObject* a[AllreduceAsync::kParams];
   if (!BindAllreduceAsync(f, args, nargs, kwnames, a)) return nullptr;
-  return CallTranslatingExceptions(
-      [&] { return AllreduceAsyncBound(f, a).release().ptr(); });
+  return CallTranslatingExceptions([&] { return AllreduceAsyncBound(f, a); });
 }
 
 PyMethodDef kAllreduceAsyncDef = {
@@ -201,6 +214,11 @@ nb::object MakeAllreduceAsync(nb::object table_obj, nb::object export_fn,
   state->global_set = std::move(global_set);
   state->one = nb::float_(1.0);
   state->default_op = default_op;
+  for (int k = 1; k < AllreduceAsync::kParams; ++k)
+    state->defaults[k] = k == AllreduceAsync::kParams - 1
+                             ? state->global_set.ptr()
+                         : k >= 4 ? state->one.ptr()
+                                  : Py_None;
   for (int k = 0; k < AllreduceAsync::kParams; ++k)
     state->names[k] =
         nb::steal(PyUnicode_InternFromString(kAllreduceAsyncParams[k]));

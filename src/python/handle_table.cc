@@ -30,8 +30,11 @@ void HandleTable::RaiseAs(const nb::object& type, const char* message) const {
 
 int64_t HandleTable::Add(nb::object core_handles, nb::object finish,
                          nb::object arrays) {
-  return File({Handle(), std::move(core_handles), std::move(finish),
-               std::move(arrays)});
+  Entry e;
+  e.core = core_handles.release().ptr();
+  if (!finish.is_none()) e.finish = finish.release().ptr();
+  e.arrays = arrays.release().ptr();
+  return File(std::move(e));
 }
 
 Handle* HandleTable::Reserve() {
@@ -39,10 +42,10 @@ Handle* HandleTable::Reserve() {
   return &ring_[static_cast<size_t>(next_) & (ring_.size() - 1)].one;
 }
 
-int64_t HandleTable::FileReserved(nb::object finish, nb::object arrays) {
+int64_t HandleTable::FileReserved(nb::handle finish, nb::handle arrays) {
   Entry& e = ring_[static_cast<size_t>(next_) & (ring_.size() - 1)];
-  e.finish = std::move(finish);
-  e.arrays = std::move(arrays);
+  if (finish.is_valid() && !finish.is_none()) e.finish = finish.inc_ref().ptr();
+  e.arrays = arrays.inc_ref().ptr();
   return next_++;
 }
 
@@ -84,8 +87,8 @@ bool HandleTable::Poll(int64_t number) const {
         ("unknown or already synchronized handle " + std::to_string(number))
             .c_str());
   const Entry& e = *found;
-  if (!e.core.is_valid()) return e.one.Poll();
-  for (nb::handle h : e.core)
+  if (e.core == nullptr) return e.one.Poll();
+  for (nb::handle h : nb::handle(e.core))
     if (!nb::cast<const Handle&>(h).Poll()) return false;
   return true;
 }
@@ -101,21 +104,25 @@ nb::object HandleTable::Synchronize(int64_t number) {
   } else {
     older_.erase(number);
   }
-  if (e.core.is_valid()) {
-    for (nb::handle h : e.core) Wait(nb::cast<const Handle&>(h));
+  if (e.core != nullptr) {
+    for (nb::handle h : nb::handle(e.core)) Wait(nb::cast<const Handle&>(h));
   } else {
     Wait(e.one);
   }
-  if (e.finish.is_none()) return std::move(e.arrays);
-  if (!e.core.is_valid()) e.core = nb::make_tuple(std::move(e.one));
-  return e.finish(e.core);
+  if (e.finish == nullptr) return nb::steal(std::exchange(e.arrays, nullptr));
+  nb::object core =
+      e.core != nullptr ? nb::borrow(e.core) : nb::make_tuple(std::move(e.one));
+  return nb::handle(e.finish)(core);
 }
 
 void HandleTable::Wait(const Handle& h) const {
+  if (h.Poll()) {  // done: nothing to wait for, keep the GIL, copy nothing
+    const Status& st = h.status();
+    if (!st.ok()) RaiseAs(internal_error_, st.message().c_str());
+    return;
+  }
   Status st;
-  if (h.Poll()) {  // done: nothing to wait for, keep the GIL
-    st = h.Wait();
-  } else {
+  {
     nb::gil_scoped_release release;
     st = h.Wait();
   }

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace horovod {
@@ -43,11 +44,12 @@ class HandleTable {
   // The same for one engine handle, which becomes a Python object only if
   // `finish` needs it, in two calls: Reserve gives the handle the next
   // number will hold, for the caller to enqueue into where it lies (so
-  // filing moves no handle); FileReserved files it. A reserved handle left
+  // filing moves no handle); FileReserved files it, taking references to
+  // `finish` (None or null: none) and `arrays`. A reserved handle left
   // unset (a refused enqueue) files nothing. Nothing else may file or
   // collect between the two.
   Handle* Reserve();
-  int64_t FileReserved(nanobind::object finish, nanobind::object arrays);
+  int64_t FileReserved(nanobind::handle finish, nanobind::handle arrays);
   // The engine that enqueue_one submits to (null before init and after
   // shutdown), bound by the adapter's engine listener so that a call
   // passes no engine and reads no property; `owner` is the Python object
@@ -67,14 +69,38 @@ class HandleTable {
   nanobind::object Synchronize(int64_t number);
 
  private:
+  // A filed operation. It owns a reference to each Python object it
+  // names, counted by hand: filing takes one, collecting hands `arrays`'
+  // on as the result. A per-gradient call then counts one reference where
+  // nanobind objects moved through the table would count several, each a
+  // call. Moving one leaves the source holding nothing; it moves only into
+  // an entry that holds nothing.
   struct Entry {
-    Handle one;               // a reserved handle (core is unset)
-    nanobind::object core;    // Add's sequence of handles
-    nanobind::object finish;  // None: the result is `arrays`
-    nanobind::object arrays;
+    Handle one;                  // a reserved handle (core is null)
+    PyObject* core = nullptr;    // Add's sequence of handles
+    PyObject* finish = nullptr;  // null: the result is `arrays`
+    PyObject* arrays = nullptr;
+    Entry() = default;
+    Entry(Entry&& o) noexcept
+        : one(std::move(o.one)),
+          core(std::exchange(o.core, nullptr)),
+          finish(std::exchange(o.finish, nullptr)),
+          arrays(std::exchange(o.arrays, nullptr)) {}
+    Entry& operator=(Entry&& o) noexcept {
+      one = std::move(o.one);
+      core = std::exchange(o.core, nullptr);
+      finish = std::exchange(o.finish, nullptr);
+      arrays = std::exchange(o.arrays, nullptr);
+      return *this;
+    }
+    ~Entry() {
+      Py_XDECREF(core);
+      Py_XDECREF(finish);
+      Py_XDECREF(arrays);
+    }
     // Holds a number's entry: every filed one has its handle or handles
     // (a ring slot moved out of holds neither).
-    bool filed() const { return one.valid() || core.is_valid(); }
+    bool filed() const { return one.valid() || core != nullptr; }
   };
 
   int64_t File(Entry entry);

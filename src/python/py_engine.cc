@@ -2,7 +2,7 @@
 
 #include <horovod/framework_api.h>
 
-#include <utility>
+#include <string>
 
 #include "kernels/engine_binding.h"
 #include "python/dlpack_view.h"
@@ -30,9 +30,30 @@ void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
   args->process_set = process_set;
 }
 
+namespace {
+
+// Sets `*out` to `prefix`.`name` (`prefix` alone for an empty name).
+// Consecutive calls mostly share the prefix: only the rest is rewritten,
+// in place, with no call into the string's out-of-line members when the
+// lengths match.
+void JoinName(std::string_view prefix, std::string_view name,
+              std::string* out) {
+  const size_t head = prefix.size() + (name.empty() ? 0 : 1);
+  if (out->size() < head ||
+      std::string_view(*out).substr(0, prefix.size()) != prefix ||
+      (!name.empty() && (*out)[prefix.size()] != '.')) {
+    out->assign(prefix);
+    if (!name.empty()) out->push_back('.');
+  }
+  out->resize(head + name.size());
+  std::char_traits<char>::copy(&(*out)[head], name.data(), name.size());
+}
+
+}  // namespace
+
 int64_t EnqueueTensor(HandleTable& table, OpType op,
-                      const nb::dlpack::dltensor& tensor, nb::object keep,
-                      nb::object finish, std::string_view prefix,
+                      const nb::dlpack::dltensor& tensor, nb::handle keep,
+                      nb::handle finish, std::string_view prefix,
                       std::string_view name, int reduce_op, double prescale,
                       double postscale, int root, int process_set) {
   PyEngine* pe = table.engine();
@@ -47,16 +68,15 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
   } catch (const nb::builtin_exception& x) {
     table.RaiseInvalidArgument(x.what());
   }
-  args.name.assign(prefix);
-  if (!name.empty()) args.name.append(".").append(name);
+  JoinName(prefix, name, &args.name);
   SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
   Status st = eng->Enqueue(op, view, args, table.Reserve());
   if (!st.ok()) table.Raise(st);
-  return table.FileReserved(std::move(finish), std::move(keep));
+  return table.FileReserved(finish, keep);
 }
 
 int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
-                   nb::object keep, nb::object finish, std::string_view prefix,
+                   nb::handle keep, nb::handle finish, std::string_view prefix,
                    std::string_view name, int reduce_op, double prescale,
                    double postscale, int root, int process_set) {
   nb::ndarray<> imported;  // alive while the tensor is read
@@ -69,9 +89,8 @@ int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
     from_import = dlpack::TensorOf(imported);
     tensor = &from_import;
   }
-  return EnqueueTensor(table, op, *tensor, std::move(keep), std::move(finish),
-                       prefix, name, reduce_op, prescale, postscale, root,
-                       process_set);
+  return EnqueueTensor(table, op, *tensor, keep, finish, prefix, name,
+                       reduce_op, prescale, postscale, root, process_set);
 }
 
 }  // namespace horovod

@@ -48,11 +48,12 @@ void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
 
 // Enqueues `tensor` on the table's engine and files it under a new handle
 // number, which it returns. The name is `prefix`.`name` (just `prefix` when
-// `name` is empty). `keep` stays referenced until synchronize and is its
-// result when `finish` is None. Raises the table's error types.
+// `name` is empty). The table takes a reference to `keep`, which stays
+// referenced until synchronize and is its result when `finish` is None or
+// null. Raises the table's error types.
 int64_t EnqueueTensor(HandleTable& table, OpType op,
                       const nanobind::dlpack::dltensor& tensor,
-                      nanobind::object keep, nanobind::object finish,
+                      nanobind::handle keep, nanobind::handle finish,
                       std::string_view prefix, std::string_view name,
                       int reduce_op, double prescale, double postscale,
                       int root, int process_set);
@@ -60,7 +61,7 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
 // EnqueueTensor for `array`: a DLPack capsule, read in place, or any other
 // DLPack exporter, imported by nanobind.
 int64_t EnqueueOne(HandleTable& table, OpType op, nanobind::handle array,
-                   nanobind::object keep, nanobind::object finish,
+                   nanobind::handle keep, nanobind::handle finish,
                    std::string_view prefix, std::string_view name,
                    int reduce_op, double prescale, double postscale, int root,
                    int process_set);

@@ -64,6 +64,26 @@ def test_arrays_stay_referenced_until_synchronize():
     assert ref() is None  # the table let go
 
 
+def test_a_dropped_table_lets_go_of_what_it_still_holds():
+    # Entries never synchronized (side by side, and set aside once many
+    # later ones were filed) are released with their table.
+    t = table()
+    kept = [Payload(), Payload()]
+    refs = [weakref.ref(p) for p in kept]
+    finish = Payload()
+    finish_ref = weakref.ref(finish)
+    t.add([], None, kept[0])
+    t.add([], finish, kept[1])
+    for _ in range(70000):
+        t.synchronize(t.add([], None, Payload()))
+    del kept, finish
+    gc.collect()
+    assert all(r() is not None for r in refs) and finish_ref() is not None
+    del t
+    gc.collect()
+    assert all(r() is None for r in refs) and finish_ref() is None
+
+
 def test_unknown_or_synchronized_numbers():
     t = table()
     h = t.add([], None, Payload())
