@@ -149,6 +149,7 @@ bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
     *handle = Handle();  // as Add does for a lone entry
     QueueLocked(t);
     wake_loop = ListLocked(&t, 1, handle);
+    PrefetchAfter(t);
   }
   if (wake_loop) Wake();
   return true;
@@ -217,6 +218,23 @@ void TensorQueue::Unqueue(QueuedTensor* t) {
 QueuedTensor* TensorQueue::NextIdle() const {
   QueuedTensor* t = last_added_ != nullptr ? last_added_->next_ : nullptr;
   return t != nullptr && t->state_ == QueuedTensor::State::kIdle ? t : nullptr;
+}
+
+void TensorQueue::PrefetchAfter(const QueuedTensor* t) const {
+  const QueuedTensor* next = t->next_;
+  // Only an idle record's fields are read: the loop may be writing a
+  // claimed one.
+  if (next == nullptr || next->state_ != QueuedTensor::State::kIdle) return;
+  const Request& r = next->entry.request;
+  __builtin_prefetch(r.name.data());
+  __builtin_prefetch(r.shape.data());
+  if (const HandleState* state = next->entry.handle.get()) {
+    __builtin_prefetch(state, 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(state) + 64, 1);
+  }
+  if (const QueuedTensor* after = next->next_)
+    for (size_t at = 0; at < sizeof(QueuedTensor); at += 64)
+      __builtin_prefetch(reinterpret_cast<const char*>(after) + at, 1);
 }
 
 QueuedTensor* TensorQueue::Predicted(const Request& r) const {
