@@ -222,6 +222,7 @@ QueuedTensor* TensorQueue::NextIdle() const {
 
 void TensorQueue::PrefetchAfter(const QueuedTensor* t) const {
   const QueuedTensor* next = t->next_;
+  if (next != nullptr) next = next->next_;
   // Only an idle record's fields are read: the loop may be writing a
   // claimed one.
   if (next == nullptr || next->state_ != QueuedTensor::State::kIdle) return;

@@ -222,12 +222,12 @@ class TensorQueue {
   QueuedTensor* NextIdle() const;
   // The record for r's key when it is NextIdle(); else null (under mu_).
   QueuedTensor* Predicted(const Request& r) const;
-  // Starts fetching what the next two resubmissions after t will touch
-  // (under mu_). A steady step's data moved through the caches since its
-  // records were last used, and between two calls the framework runs for
-  // longer than a fetch from memory takes: the record after t gets its
-  // name, shape and handle state fetched (its own lines were fetched by
-  // the call before), the one after that its lines.
+  // Starts fetching what the resubmissions after t will touch (under
+  // mu_). A steady step's data moved through the caches since its records
+  // were last used: the record two after t gets its name, shape and handle
+  // state fetched (its own lines were fetched by the call before), the one
+  // after that its lines. Two ahead, not one: a C++ loop submits the next
+  // tensor sooner than a fetch from memory arrives.
   void PrefetchAfter(const QueuedTensor* t) const;
   // Idle -> queued, with a fresh handle state (under mu_).
   void QueueLocked(QueuedTensor* t);
