@@ -71,7 +71,7 @@ struct AllreduceAsync {
   // stack, because a description is written whole and a fresh one would
   // be zeroed first (a string instruction, slow to start) on every call.
   // Nothing between a description and the enqueue that reads it runs
-  // Python code, so no nested call reuses it meanwhile.
+  // Python code or releases the GIL, so no other call reuses it meanwhile.
   nb::dlpack::dltensor described;
 };
 
