@@ -214,14 +214,16 @@ nb::object MakeAllreduceAsync(nb::object table_obj, nb::object export_fn,
   state->global_set = std::move(global_set);
   state->one = nb::float_(1.0);
   state->default_op = default_op;
-  for (int k = 1; k < AllreduceAsync::kParams; ++k)
-    state->defaults[k] = k == AllreduceAsync::kParams - 1
-                             ? state->global_set.ptr()
-                         : k >= 4 ? state->one.ptr()
-                                  : Py_None;
-  for (int k = 0; k < AllreduceAsync::kParams; ++k)
+  // In kAllreduceAsyncParams' order; the tensor has none.
+  PyObject* const none = Py_None;
+  PyObject* const one = state->one.ptr();
+  PyObject* const defaults[AllreduceAsync::kParams] = {
+      nullptr, none, none, none, one, one, state->global_set.ptr()};
+  for (int k = 0; k < AllreduceAsync::kParams; ++k) {
+    state->defaults[k] = defaults[k];
     state->names[k] =
         nb::steal(PyUnicode_InternFromString(kAllreduceAsyncParams[k]));
+  }
   nb::object holder =
       nb::steal(PyCapsule_New(state.get(), nullptr, [](PyObject* c) {
         delete static_cast<AllreduceAsync*>(PyCapsule_GetPointer(c, nullptr));

@@ -73,8 +73,8 @@ class HandleTable {
   // names, counted by hand: filing takes one, collecting hands `arrays`'
   // on as the result. A per-gradient call then counts one reference where
   // nanobind objects moved through the table would count several, each a
-  // call. Moving one leaves the source holding nothing; it moves only into
-  // an entry that holds nothing.
+  // call. Moving one out leaves the source holding nothing; moving one in
+  // swaps, so what the target held is released with the source.
   struct Entry {
     Handle one;                  // a reserved handle (core is null)
     PyObject* core = nullptr;    // Add's sequence of handles
@@ -87,10 +87,10 @@ class HandleTable {
           finish(std::exchange(o.finish, nullptr)),
           arrays(std::exchange(o.arrays, nullptr)) {}
     Entry& operator=(Entry&& o) noexcept {
-      one = std::move(o.one);
-      core = std::exchange(o.core, nullptr);
-      finish = std::exchange(o.finish, nullptr);
-      arrays = std::exchange(o.arrays, nullptr);
+      std::swap(one, o.one);
+      std::swap(core, o.core);
+      std::swap(finish, o.finish);
+      std::swap(arrays, o.arrays);
       return *this;
     }
     ~Entry() {

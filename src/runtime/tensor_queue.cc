@@ -229,6 +229,7 @@ void TensorQueue::PrefetchAfter(const QueuedTensor* t) const {
   const Request& r = next->entry.request;
   __builtin_prefetch(r.name.data());
   __builtin_prefetch(r.shape.data());
+  // The state's first two lines: what renewing it reads and writes.
   if (const HandleState* state = next->entry.handle.get()) {
     __builtin_prefetch(state, 1);
     __builtin_prefetch(reinterpret_cast<const char*>(state) + 64, 1);
