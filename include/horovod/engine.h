@@ -73,6 +73,9 @@ class Handle {
   DataType dtype() const;
 
  private:
+  // Renews the state under a handle its caller kept for the name's next
+  // submission, without letting go of it and taking it again.
+  friend class TensorQueue;
   HandleState* state_ = nullptr;
 };
 
@@ -175,8 +178,8 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<EngineImpl> impl);
-  // OK for the collectives Enqueue starts; else the error naming `op`.
-  Status Startable(OpType op) const;
+  // The error for an `op` Enqueue does not start, naming it.
+  Status NotStartable(OpType op) const;
   std::unique_ptr<EngineImpl> impl_;
 };
 

@@ -1,6 +1,7 @@
 #include "python/allreduce_async.h"
 
 #include <climits>
+#include <cstring>
 #include <memory>
 #include <string_view>
 
@@ -41,6 +42,25 @@ bool AsOp(nb::handle h, int fallback_op, int* out) {
   const long v = PyLong_AsLongAndOverflow(h.ptr(), &overflow);
   if (overflow != 0 || v < INT_MIN || v > INT_MAX) return false;
   *out = static_cast<int>(v);
+  return true;
+}
+
+// The UTF-8 text of the str `s`; false (no error set) when it has none.
+// An ASCII name (nearly every one) is read where it lies, which
+// PyUnicode_AsUTF8AndSize would do after several checks and calls.
+bool Utf8Of(PyObject* s, std::string_view* out) {
+  if (PyUnicode_IS_COMPACT_ASCII(s)) {
+    *out = std::string_view(static_cast<const char*>(PyUnicode_DATA(s)),
+                            static_cast<size_t>(PyUnicode_GET_LENGTH(s)));
+    return true;
+  }
+  Py_ssize_t len = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(s, &len);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  *out = std::string_view(utf8, static_cast<size_t>(len));
   return true;
 }
 
@@ -100,10 +120,8 @@ PyObject* AllreduceAsyncBound(AllreduceAsync& f, PyObject* const* a) {
       !AsScale(prescale_factor, &prescale) ||
       !AsScale(postscale_factor, &postscale))
     return fall_back();
-  Py_ssize_t name_len = 0;
-  const char* name_utf8 = PyUnicode_AsUTF8AndSize(name.ptr(), &name_len);
-  if (name_utf8 == nullptr) PyErr_Clear();
-  if (name_utf8 == nullptr || name_len == 0) return fall_back();
+  std::string_view name_utf8;
+  if (!Utf8Of(name.ptr(), &name_utf8) || name_utf8.empty()) return fall_back();
   // Described in place where the tensor's type allows, else exported (the
   // capsule lives until the tensor is enqueued; the handle keeps the
   // tensor).
@@ -121,18 +139,18 @@ PyObject* AllreduceAsyncBound(AllreduceAsync& f, PyObject* const* a) {
     return fall_back();
   return PyLong_FromLongLong(
       EnqueueTensor(*nb::inst_ptr<HandleTable>(f.table), OpType::kAllreduce, *t,
-                    tensor, nb::handle(), "allreduce",
-                    std::string_view(name_utf8, static_cast<size_t>(name_len)),
-                    reduce_op, prescale, postscale, 0, 0));
+                    tensor, nb::handle(), "allreduce", name_utf8, reduce_op,
+                    prescale, postscale, 0, 0));
 }
 
 // Binds a vectorcall's arguments as Python would for the signature
 // allreduce_async_(tensor, average=None, name=None, op=None,
 // prescale_factor=1.0, postscale_factor=1.0, process_set=<global set>);
-// false with a TypeError set when they do not fit it. Every slot of `a` is
-// written once, positional argument or default, and none is cleared first:
-// clearing a small array compiles to a string instruction that costs more
-// than the binding.
+// false with a TypeError set when they do not fit it. `a` gets the
+// defaults as one fixed-size copy (a few vector moves), then the
+// positional arguments over them: choosing slot by slot took several
+// times as many instructions, and clearing the array first compiles to a
+// string instruction that costs more than the binding.
 bool BindAllreduceAsync(const AllreduceAsync& f, PyObject* const* args,
                         Py_ssize_t nargs, PyObject* kwnames, PyObject** a) {
   constexpr int n = AllreduceAsync::kParams;
@@ -143,7 +161,9 @@ bool BindAllreduceAsync(const AllreduceAsync& f, PyObject* const* args,
                  n, nargs);
     return false;
   }
-  for (int k = 0; k < n; ++k) a[k] = k < nargs ? args[k] : f.defaults[k];
+  static_assert(sizeof(f.defaults) == n * sizeof(PyObject*));
+  std::memcpy(a, f.defaults, sizeof(f.defaults));
+  for (Py_ssize_t k = 0; k < nargs; ++k) a[k] = args[k];
   const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
   unsigned by_keyword = 0;  // bit k: parameter k was given by keyword
   for (Py_ssize_t j = 0; j < nkw; ++j) {

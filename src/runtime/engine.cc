@@ -38,6 +38,21 @@ Status Many(EngineImpl& impl, OpType op, const std::vector<TensorView>& ts,
   if (!st.ok()) hs->clear();
   return st;
 }
+
+// The collectives Enqueue starts; the others have calls of their own.
+bool Startable(OpType op) {
+  switch (op) {
+    case OpType::kAllreduce:
+    case OpType::kAllgather:
+    case OpType::kBroadcast:
+    case OpType::kAlltoall:
+    case OpType::kReducescatter:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 Status Engine::Allreduce(const TensorView& t, const CollectiveArgs& a,
@@ -83,7 +98,7 @@ Status Engine::GroupedReducescatter(const std::vector<TensorView>& ts,
 }
 Status Engine::Enqueue(OpType op, const std::vector<TensorView>& ts,
                        const CollectiveArgs& a, std::vector<Handle>* hs) {
-  HVD_RETURN_IF_ERROR(Startable(op));
+  if (!Startable(op)) return NotStartable(op);
   if (op == OpType::kAlltoall && ts.size() != 1)
     return Status::InvalidArgument("alltoall takes one tensor, got " +
                                    std::to_string(ts.size()) + " (rank " +
@@ -93,23 +108,14 @@ Status Engine::Enqueue(OpType op, const std::vector<TensorView>& ts,
 
 Status Engine::Enqueue(OpType op, const TensorView& t, const CollectiveArgs& a,
                        Handle* h) {
-  HVD_RETURN_IF_ERROR(Startable(op));
+  if (!Startable(op)) return NotStartable(op);
   return impl_->Enqueue(op, &t, 1, a, h);
 }
 
-Status Engine::Startable(OpType op) const {
-  switch (op) {
-    case OpType::kAllreduce:
-    case OpType::kAllgather:
-    case OpType::kBroadcast:
-    case OpType::kAlltoall:
-    case OpType::kReducescatter:
-      return Status::OK();
-    default:
-      return Status::InvalidArgument(
-          std::string("Engine::Enqueue cannot start ") + OpTypeName(op) +
-          "; call it directly (rank " + std::to_string(rank()) + ")");
-  }
+Status Engine::NotStartable(OpType op) const {
+  return Status::InvalidArgument(std::string("Engine::Enqueue cannot start ") +
+                                 OpTypeName(op) + "; call it directly (rank " +
+                                 std::to_string(rank()) + ")");
 }
 
 Status Engine::Barrier(int process_set) {

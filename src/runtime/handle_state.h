@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 
@@ -29,14 +30,16 @@ namespace horovod {
 struct alignas(64) HandleState {
  private:
   std::atomic<int> refs_{0};
-  std::atomic<int> sleepers_{0};
-  std::atomic<bool> completing_{false};
+  // The completion in one word: kClaimed once a Complete call won,
+  // kFinished once it published, and the count of sleeping waiters above
+  // them (kSleeper each). One word, so a success completes in one atomic
+  // read-modify-write (each is a full barrier here, and a step completes
+  // a state per tensor), and a sleeper's count and the flag it waits on
+  // are ordered by that word alone.
+  static constexpr uint32_t kClaimed = 1, kFinished = 2, kSleeper = 4;
+  std::atomic<uint32_t> word_{0};
 
  public:
-  // Whether the operation finished, readable without a lock: a driving
-  // waiter checks it after every loop step. Set after everything Complete
-  // publishes.
-  std::atomic<bool> finished{false};
   // The element type of the tensor this handle was enqueued with (outputs
   // have it too), so adapters need not remember it.
   DataType dtype = DataType::kUInt8;
@@ -49,18 +52,34 @@ struct alignas(64) HandleState {
   // Set at enqueue: the way back to the engine for waiting threads.
   std::shared_ptr<DriveGate> gate;
 
-  bool Done() const { return finished.load(std::memory_order_acquire); }
+  // Whether the operation finished, readable without a lock: a driving
+  // waiter checks it after every loop step. True after everything
+  // Complete publishes.
+  bool Done() const {
+    return (word_.load(std::memory_order_acquire) & kFinished) != 0;
+  }
 
   // The first call wins; later ones (a failure racing a completion) are
   // ignored. Takes the lock only when a thread sleeps on this state.
   void Complete(const Status& s) {
-    if (completing_.exchange(true, std::memory_order_acq_rel)) return;
-    // A fresh or reset state holds OK already: a success writes nothing.
-    if (!s.ok()) status = s;
-    // Sequentially consistent, as Sleep's count: either Sleep sees the
-    // flag, or this sees the sleeper and wakes it.
-    finished.store(true);
-    if (sleepers_.load() == 0) return;
+    uint32_t old = 0;  // as nearly always: a failed exchange reads it
+    if (s.ok()) {
+      // A fresh or reset state holds OK already: a success writes nothing,
+      // so it claims and publishes at once.
+      do {
+        if ((old & kClaimed) != 0) return;
+      } while (!word_.compare_exchange_weak(old, old | kClaimed | kFinished,
+                                            std::memory_order_acq_rel,
+                                            std::memory_order_relaxed));
+    } else {
+      old = word_.fetch_or(kClaimed, std::memory_order_acq_rel);
+      if ((old & kClaimed) != 0) return;
+      status = s;
+      old = word_.fetch_or(kFinished, std::memory_order_acq_rel);
+    }
+    // Sleep counts itself in the same word: either its count came first
+    // and is seen here, or it sees the flag.
+    if (old < kSleeper) return;
     { std::lock_guard<std::mutex> lock(mu_); }
     cv_.notify_all();
   }
@@ -68,13 +87,13 @@ struct alignas(64) HandleState {
   // Blocks until done or `until`; true when done.
   bool Sleep(std::chrono::steady_clock::time_point until) {
     std::unique_lock<std::mutex> lock(mu_);
-    sleepers_.fetch_add(1);
-    auto done = [this] { return finished.load(); };
+    word_.fetch_add(kSleeper, std::memory_order_acq_rel);
+    auto done = [this] { return Done(); };
     if (until == std::chrono::steady_clock::time_point::max())
       cv_.wait(lock, done);
     else
       cv_.wait_until(lock, until, done);
-    sleepers_.fetch_sub(1);
+    word_.fetch_sub(kSleeper, std::memory_order_relaxed);
     return done();
   }
 
@@ -86,15 +105,20 @@ struct alignas(64) HandleState {
   void Unref() {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
+  // True when exactly two references are held: a caller holding one of
+  // them and knowing of one handle to the state knows no other thread can
+  // reach it. Acquire, as Unshared.
+  bool HeldTwice() const { return refs_.load(std::memory_order_acquire) == 2; }
   // True when the caller's reference is the only one: no handle or waiter
   // can read this state, so Reset may rewrite it. Acquire: whatever the
   // last other holder did before letting go is over.
   bool Unshared() const { return refs_.load(std::memory_order_acquire) == 1; }
   // Back to a fresh submission's state, keeping the lock, the gate and the
-  // vectors' capacity. Only while Unshared.
+  // vectors' capacity. Only while no other thread can reach the state:
+  // Unshared, or held besides by the one handle its caller is submitting
+  // again with (TensorQueue::AddAgain).
   void Reset(DataType type) {
-    completing_.store(false, std::memory_order_relaxed);
-    finished.store(false, std::memory_order_relaxed);
+    word_.store(0, std::memory_order_relaxed);  // nobody sleeps on it
     // A success left OK in place (Complete writes only a failure).
     if (!status.ok()) status = Status::OK();
     // Only what an operation wrote: the line stays clean for most.

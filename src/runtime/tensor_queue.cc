@@ -133,6 +133,17 @@ bool Resubmission::Repeats(const Request& r) const {
          SameContents(r.shape, tensor.shape) && SameContents(r.name, name);
 }
 
+bool TensorQueue::ListOneLocked(QueuedTensor* t) {
+  pending_.store(true, std::memory_order_relaxed);
+  adds_.store(adds_.load(std::memory_order_relaxed) + 1,
+              std::memory_order_relaxed);
+  if (t->listed_) return false;
+  const bool wake = fresh_.empty();  // as ListLocked decides
+  t->listed_ = true;
+  fresh_.push_back(t);
+  return wake;
+}
+
 bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
   bool wake_loop;
   {
@@ -146,9 +157,20 @@ bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
     view.dtype = s.tensor.dtype;
     view.device = s.tensor.device;
     view.input = s.tensor.input;
-    *handle = Handle();  // as Add does for a lone entry
-    QueueLocked(t);
-    wake_loop = ListLocked(&t, 1, handle);
+    HandleState* last = t->entry.handle.get();
+    if (last != nullptr && handle->state_ == last && last->HeldTwice()) {
+      // The caller kept the handle of this name's last submission and
+      // nobody else refers to its state: renewed under that handle, with
+      // no reference let go and taken again (each an atomic
+      // read-modify-write, a full barrier here).
+      last->Reset(t->entry.request.dtype);
+      MarkQueued(t);
+      wake_loop = ListOneLocked(t);
+    } else {
+      *handle = Handle();  // as Add does for a lone entry
+      QueueLocked(t);
+      wake_loop = ListLocked(&t, 1, handle);
+    }
     PrefetchAfter(t);
   }
   if (wake_loop) Wake();
@@ -157,6 +179,10 @@ bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
 
 void TensorQueue::QueueLocked(QueuedTensor* t) {
   RenewState(t, t->entry.request.dtype);
+  MarkQueued(t);
+}
+
+void TensorQueue::MarkQueued(QueuedTensor* t) {
   t->state_ = QueuedTensor::State::kQueued;
   --idle_;
   ++queued_;

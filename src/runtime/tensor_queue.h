@@ -130,10 +130,12 @@ class TensorQueue {
   // A steady step's lone allreduce: when the record predicted to come next
   // (the one added after the last one, last time) is idle and `s` repeats
   // its last request, queues that request again with `s.tensor`'s data
-  // and gives *handle a state as Add does; else touches nothing and
-  // returns false, and the caller builds the request and calls Add. The
-  // request was checked when first built, and every input of those checks
-  // but the data pointer is in it: the caller checks that one.
+  // and gives *handle a state as Add does (when *handle is the last
+  // submission's and the only one, it keeps that state, renewed); else
+  // touches nothing and returns false, and the caller builds the request
+  // and calls Add. The request was checked when first built, and every
+  // input of those checks but the data pointer is in it: the caller
+  // checks that one.
   bool AddAgain(const Resubmission& s, Handle* handle);
   // The records queued since the last call, in enqueue order. Swaps with
   // the vector passed in, which the next Adds fill (so its capacity is
@@ -231,10 +233,14 @@ class TensorQueue {
   void PrefetchAfter(const QueuedTensor* t) const;
   // Idle -> queued, with a fresh handle state (under mu_).
   void QueueLocked(QueuedTensor* t);
+  // Idle -> queued, its state left as it is (under mu_).
+  void MarkQueued(QueuedTensor* t);
   // Hands out the states of ts[0, n), just queued, as handles[0, n) and
   // lists those not listed; true when the list was empty (the loop needs
   // waking). Under mu_.
   bool ListLocked(QueuedTensor* const* ts, size_t n, Handle* handles);
+  // ListLocked for one record whose state its caller holds already.
+  bool ListOneLocked(QueuedTensor* t);
   // Gives t's entry a reset state for its next submission: the entry's
   // last one or t's spare when no handle refers to it any more, else a new
   // one (the last one then becomes the spare). Under mu_.

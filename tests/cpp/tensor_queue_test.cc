@@ -13,34 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "queue_test_util.h"
+
 namespace horovod {
 namespace {
-
-TensorEntry Entry(const std::string& name, std::vector<int64_t> shape = {4},
-                  void* data = nullptr) {
-  TensorEntry e;
-  e.request.name = name;
-  e.request.shape = std::move(shape);
-  e.tensor.data = data;
-  return e;
-}
-
-// Adds one entry; returns its handle.
-Handle Add(TensorQueue& q, TensorEntry e, Status* st = nullptr) {
-  Handle h;
-  Status s = q.Add(&e, 1, &h);
-  if (st != nullptr)
-    *st = s;
-  else
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  return h;
-}
-
-std::vector<QueuedTensor*> New(TensorQueue& q) {
-  std::vector<QueuedTensor*> fresh;
-  q.TakeNew(&fresh);
-  return fresh;
-}
 
 TEST(TensorQueue, RefusesANameAlreadyQueuedAndTakesBackTheBatch) {
   TensorQueue q;
@@ -145,13 +121,6 @@ TEST(TensorQueue, AResubmissionDifferentOutsideTheLookupIsTakenWhole) {
 }
 
 // A request as the engine builds it for a lone allreduce.
-TensorEntry Allreduce(const std::string& name, float* data) {
-  TensorEntry e = Entry(name, {4}, data);
-  e.request.rank = 1;
-  e.tensor.dtype = e.request.dtype;
-  return e;
-}
-
 TEST(TensorQueue, ASubmissionRepeatingItsPredictedRecordIsQueuedAgainAsIs) {
   TensorQueue q;
   float x[4], y[4];
@@ -323,75 +292,6 @@ TEST(TensorQueue, RecordsFiledBySlotAreClaimedByTheResponsesSlots) {
 
 // The state a claimed submission completes, found by the test as the loop
 // finds it; completed with `st` and released.
-HandleState* RunOneAndComplete(TensorQueue& q, const Status& st) {
-  std::vector<QueuedTensor*> fresh = New(q);
-  EXPECT_EQ(fresh.size(), 1u);
-  if (fresh.size() != 1) return nullptr;
-  std::vector<TensorEntry*> claimed;
-  q.Claim(fresh.data(), 1, &claimed);
-  HandleState* state = claimed[0]->handle.get();
-  claimed[0]->handle->Complete(st);
-  q.Release(fresh.data(), 1);
-  return state;
-}
-
-// A name's next submission reuses a state only once no handle refers to
-// it: a handle kept across resubmissions keeps its own result.
-TEST(TensorQueue, HandleStatesAreReusedOnlyOnceNoHandleHoldsThem) {
-  TensorQueue q;
-  float x[4];
-  Handle h1 = Add(q, Entry("g", {4}, x));
-  HandleState* s1 = RunOneAndComplete(q, Status::Mismatch("first"));
-  EXPECT_EQ(h1.status().message(), "first");
-  h1 = Handle();  // let go: the next submission may reuse its state
-
-  Handle h2 = Add(q, Entry("g", {4}, x));
-  EXPECT_FALSE(h2.Poll());  // reset for the new submission
-  EXPECT_EQ(RunOneAndComplete(q, Status::Mismatch("second")), s1);
-
-  // h2 is kept while the name is submitted again: a new state.
-  Handle h3 = Add(q, Entry("g", {4}, x));
-  HandleState* s3 = RunOneAndComplete(q, Status::Mismatch("third"));
-  EXPECT_NE(s3, s1);
-  ASSERT_TRUE(h2.Poll());
-  EXPECT_EQ(h2.status().message(), "second");
-  EXPECT_EQ(h3.status().message(), "third");
-
-  // A vector of handles overwritten step by step lets go of h2 only now;
-  // the record kept its state to reuse, while h3's stays untouched.
-  h2 = Handle();
-  Handle h4 = Add(q, Entry("g", {4}, x));
-  EXPECT_EQ(RunOneAndComplete(q, Status::OK()), s1);
-  EXPECT_TRUE(h4.status().ok());
-  EXPECT_EQ(h3.status().message(), "third");
-}
-
-// A caller that keeps each name's handle where it submits the name again
-// (a vector of handles) passes that handle back in: a lone submission lets
-// go of it first and gets its state back, the one its last wait read. A
-// refused submission leaves it alone.
-TEST(TensorQueue, AHandleOverwrittenBySubmittingAgainGivesBackItsState) {
-  TensorQueue q;
-  float x[4];
-  TensorEntry e = Entry("g", {4}, x);
-  Handle slot;
-  ASSERT_TRUE(q.Add(&e, 1, &slot).ok());
-  HandleState* first = RunOneAndComplete(q, Status::OK());
-  ASSERT_TRUE(slot.Poll());
-  for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE(q.Add(&e, 1, &slot).ok());
-    EXPECT_FALSE(slot.Poll());
-    EXPECT_EQ(RunOneAndComplete(q, Status::Mismatch("again")), first);
-    ASSERT_TRUE(slot.Poll());
-    EXPECT_EQ(slot.status().message(), "again");
-  }
-  ASSERT_TRUE(q.Add(&e, 1, &slot).ok());
-  EXPECT_EQ(q.Add(&e, 1, &slot).code(), StatusCode::kInvalidArgument);
-  ASSERT_TRUE(slot.valid());  // still the queued submission's
-  EXPECT_EQ(RunOneAndComplete(q, Status::OK()), first);
-  EXPECT_TRUE(slot.Poll());
-}
-
 TEST(TensorQueue, ANameResubmittedWhileItsCollectiveRunsGetsANewRecord) {
   TensorQueue q;
   float x[4], z[4];
