@@ -79,24 +79,9 @@ nb::dlpack::dtype ToDlpack(DataType t) {
   return d;
 }
 
-bool WellFormed(const nb::dlpack::dltensor& t) {
-  return t.ndim >= 0 && (t.ndim == 0 || t.shape != nullptr);
-}
-
-bool IsCompact(const nb::dlpack::dltensor& t) {
-  if (t.strides == nullptr) return true;
-  int64_t expect = 1;
-  for (int32_t i = t.ndim; i-- > 0;) {
-    if (t.shape[i] != 1 && t.strides[i] != expect) return false;
-    expect *= t.shape[i];
-  }
-  return true;
-}
-
 void ToView(const nb::dlpack::dltensor& t, int rank, TensorView* out) {
   TensorView& v = *out;
   v.device = -1;
-  v.shape.clear();
   if (!WellFormed(t))
     throw nb::value_error(
         ("malformed DLPack tensor (rank " + std::to_string(rank) + "): ndim " +
@@ -115,7 +100,12 @@ void ToView(const nb::dlpack::dltensor& t, int rank, TensorView* out) {
     throw nb::value_error(
         ("tensor must be contiguous (rank " + std::to_string(rank) + ")")
             .c_str());
-  v.shape.assign(t.shape, t.shape + t.ndim);
+  // Element by element into the shape the last call left (a steady
+  // caller's has the same rank): a tensor has a few dimensions, and
+  // clearing and refilling the vector went through library calls.
+  const size_t ndim = static_cast<size_t>(t.ndim);
+  if (v.shape.size() != ndim) v.shape.resize(ndim);
+  for (size_t i = 0; i < ndim; ++i) v.shape[i] = t.shape[i];
 }
 
 nb::dlpack::dltensor TensorOf(const nb::ndarray<>& a) {

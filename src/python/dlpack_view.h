@@ -17,16 +17,28 @@ namespace dlpack {
 bool ToDataType(nanobind::dlpack::dtype t, DataType* out);
 nanobind::dlpack::dtype ToDlpack(DataType t);
 
-// A rank and, when it has dimensions, a shape.
-bool WellFormed(const nanobind::dlpack::dltensor& t);
+// A rank and, when it has dimensions, a shape. Inline, as IsCompact: both
+// run on every per-gradient call, where a call costs more than the check.
+inline bool WellFormed(const nanobind::dlpack::dltensor& t) {
+  return t.ndim >= 0 && (t.ndim == 0 || t.shape != nullptr);
+}
 
 // True when the well-formed `t` is compact and row-major, as the engine
 // reads it (no strides means that, by DLPack's definition).
-bool IsCompact(const nanobind::dlpack::dltensor& t);
+inline bool IsCompact(const nanobind::dlpack::dltensor& t) {
+  if (t.strides == nullptr) return true;
+  int64_t expect = 1;
+  for (int32_t i = t.ndim; i-- > 0;) {
+    if (t.shape[i] != 1 && t.strides[i] != expect) return false;
+    expect *= t.shape[i];
+  }
+  return true;
+}
 
 // Writes the DLPack tensor `t` into `*out`, whose shape keeps its capacity
 // (callers reuse one view call after call). Raises ValueError for a
-// malformed, strided or unsupported tensor.
+// malformed, strided or unsupported tensor, leaving `*out` partly
+// written.
 void ToView(const nanobind::dlpack::dltensor& t, int rank, TensorView* out);
 TensorView ToView(const nanobind::ndarray<>& a, int rank);
 
