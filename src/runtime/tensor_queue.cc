@@ -133,17 +133,6 @@ bool Resubmission::Repeats(const Request& r) const {
          SameContents(r.shape, tensor.shape) && SameContents(r.name, name);
 }
 
-bool TensorQueue::ListOneLocked(QueuedTensor* t) {
-  pending_.store(true, std::memory_order_relaxed);
-  adds_.store(adds_.load(std::memory_order_relaxed) + 1,
-              std::memory_order_relaxed);
-  if (t->listed_) return false;
-  const bool wake = fresh_.empty();  // as ListLocked decides
-  t->listed_ = true;
-  fresh_.push_back(t);
-  return wake;
-}
-
 bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
   bool wake_loop;
   {
@@ -165,7 +154,7 @@ bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
       // read-modify-write, a full barrier here).
       last->Reset(t->entry.request.dtype);
       MarkQueued(t);
-      wake_loop = ListOneLocked(t);
+      wake_loop = ListLocked(&t, 1, nullptr);
     } else {
       *handle = Handle();  // as Add does for a lone entry
       QueueLocked(t);
@@ -194,7 +183,7 @@ bool TensorQueue::ListLocked(QueuedTensor* const* ts, size_t n,
   adds_.store(adds_.load(std::memory_order_relaxed) + 1,
               std::memory_order_relaxed);
   // The states are unshared until handed out (RenewState).
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; handles != nullptr && i < n; ++i) {
     HandleState* state = ts[i]->entry.handle.get();
     state->RefUnshared();
     handles[i] = Handle(state);

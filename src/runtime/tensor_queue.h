@@ -235,12 +235,11 @@ class TensorQueue {
   void QueueLocked(QueuedTensor* t);
   // Idle -> queued, its state left as it is (under mu_).
   void MarkQueued(QueuedTensor* t);
-  // Hands out the states of ts[0, n), just queued, as handles[0, n) and
-  // lists those not listed; true when the list was empty (the loop needs
-  // waking). Under mu_.
+  // Hands out the states of ts[0, n), just queued, as handles[0, n)
+  // (unless null: the caller holds them already) and lists those not
+  // listed; true when the list was empty (the loop needs waking). Under
+  // mu_.
   bool ListLocked(QueuedTensor* const* ts, size_t n, Handle* handles);
-  // ListLocked for one record whose state its caller holds already.
-  bool ListOneLocked(QueuedTensor* t);
   // Gives t's entry a reset state for its next submission: the entry's
   // last one or t's spare when no handle refers to it any more, else a new
   // one (the last one then becomes the spare). Under mu_.
