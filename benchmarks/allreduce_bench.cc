@@ -19,7 +19,8 @@
 //   FUSION,<np>,cpp:<case>,<median_step_us>,<min_step_us>
 // (cpp-<label>:<case> under -l <label>)
 // with the step time the max over ranks (as benchmarks/fusion_bench.py),
-// and per rank a PHASES line: the engine's metrics per step. -F runs the
+// and per rank a PHASES line: the engine's metrics per step, and the
+// median time the step's submissions took. -F runs the
 // COUNT-tensor case alone.
 //
 // Built where valgrind's headers are installed, each case's timed steps are
@@ -116,20 +117,22 @@ class Bench {
 
   horovod::EngineMetrics Metrics() const { return e_->Metrics(); }
 
-  // One step: every tensor submitted, then every handle waited for.
+  // One step: every tensor submitted, then every handle waited for. The
+  // seconds the submissions took (this rank's) go to *submit, if given.
   void Step(std::vector<std::vector<float>>& tensors,
-            const std::vector<std::string>& names) {
+            const std::vector<std::string>& names, double* submit = nullptr) {
+    const double t0 = submit != nullptr ? Now() : 0;
     handles_.resize(tensors.size());
-    views_.resize(tensors.size());
-    // As a caller that submits the same tensors every step would: views
-    // and one args rewritten in place, keeping their capacity.
+    // As a framework's adapter would: each tensor described afresh in one
+    // view and one args, rewritten in place (keeping their capacity).
     args_.op = ReduceOp::kSum;  // Max may have left kMax there
     for (size_t i = 0; i < tensors.size(); ++i) {
-      Aim(&views_[i], tensors[i].data(), DataType::kFloat32,
+      Aim(&view_, tensors[i].data(), DataType::kFloat32,
           static_cast<int64_t>(tensors[i].size()));
       args_.name = names[i];
-      Check(e_->Allreduce(views_[i], args_, &handles_[i]), "allreduce");
+      Check(e_->Allreduce(view_, args_, &handles_[i]), "allreduce");
     }
+    if (submit != nullptr) *submit = Now() - t0;
     for (Handle& h : handles_) Check(h.Wait(), "allreduce");
   }
 
@@ -143,7 +146,6 @@ class Bench {
 
   Engine* e_;
   TensorView view_;
-  std::vector<TensorView> views_;
   CollectiveArgs args_;
   std::vector<Handle> handles_;
 };
@@ -185,13 +187,13 @@ void FusionCase(Bench& bench, const std::string& tag, int rank, int np,
     for (int i = 0; i < n; ++i)
       names[i] = "fusion." + label + "." + std::to_string(i);
     for (int w = 0; w < 3; ++w) bench.Step(tensors, names);
-    std::vector<double> times;
+    std::vector<double> times, submits(steps);
     const horovod::EngineMetrics m0 = bench.Metrics();
     BeginCounting();
     for (int s = 0; s < steps; ++s) {
       bench.Barrier();
       double t0 = Now();
-      bench.Step(tensors, names);
+      bench.Step(tensors, names, &submits[s]);
       times.push_back(bench.Max(Now() - t0));
     }
     EndCounting(label);
@@ -202,13 +204,15 @@ void FusionCase(Bench& bench, const std::string& tag, int rank, int np,
     std::printf(
         "PHASES,%d,%s%s,rank %d,lists %.1f,responses %.1f,idle %.0f,"
         "negotiate %.0f,"
-        "bookkeeping %.0f,copy %.0f,transfer %.0f,wait %.0f us\n",
+        "bookkeeping %.0f,copy %.0f,transfer %.0f,wait %.0f us,"
+        "submit median %.1f us\n",
         np, tag.c_str(), label.c_str(), rank,
         double(m.cycles - m0.cycles) / steps,
         double(m.responses - m0.responses) / steps, per(m.idle_s, m0.idle_s),
         per(m.negotiate_s, m0.negotiate_s),
         per(m.bookkeeping_s, m0.bookkeeping_s), per(m.copy_s, m0.copy_s),
-        per(m.transfer_s, m0.transfer_s), per(m.wait_s, m0.wait_s));
+        per(m.transfer_s, m0.transfer_s), per(m.wait_s, m0.wait_s),
+        Median(submits) * 1e6);
     std::fflush(stdout);
     if (rank == 0) {
       std::printf("FUSION,%d,%s%s,%.1f,%.1f\n", np, tag.c_str(), label.c_str(),

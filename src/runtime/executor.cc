@@ -326,13 +326,22 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
     zeros = zeros_.Get(static_cast<size_t>(missing) * esize);
     std::memset(zeros, 0, static_cast<size_t>(missing) * esize);
   }
-  pieces_.resize(n);  // its capacity kept from step to step
+  // Capacities kept from step to step. Each entry's completion state is
+  // noted while its line is at hand: the data moved next pushes the
+  // entries out of the caches, and completing through them would fetch
+  // each again before its state.
+  pieces_.resize(n);
+  states_.resize(n);
   int64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
     const int64_t count = counts[i];
+    if (i + kRecordsAhead < n && entries[i + kRecordsAhead] != nullptr)
+      __builtin_prefetch(&entries[i + kRecordsAhead]->tensor);
+    states_[i] = nullptr;
     if (entries[i] != nullptr) {
       pieces_[i] = {entries[i]->tensor.data, offset, count,
                     entries[i]->tensor.input};
+      states_[i] = entries[i]->handle.get();
     } else {
       pieces_[i] = {zeros, offset, count};
       zeros += count * esize;
@@ -372,14 +381,19 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
   uint64_t tensors = 0;
   int64_t bytes = 0;
   for (size_t i = 0; i < n; ++i)
-    if (entries[i] != nullptr) {
-      __builtin_prefetch(entries[i]->handle.get(), 1);
+    if (states_[i] != nullptr) {
+      __builtin_prefetch(states_[i], 1);
       ++tensors;
       bytes += counts[i] * static_cast<int64_t>(esize);
     }
   Count(tensors, bytes);
+  if (!st.ok()) {  // the entries kept whole, to fail once the loop knows why
+    for (size_t i = 0; i < n; ++i)
+      if (entries[i] != nullptr) Done(*entries[i], st);
+    return st;
+  }
   for (size_t i = 0; i < n; ++i)
-    if (entries[i] != nullptr) Done(*entries[i], st);
+    if (states_[i] != nullptr) states_[i]->Complete(st);
   return st;
 }
 

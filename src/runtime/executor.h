@@ -166,6 +166,7 @@ class Executor {
   std::vector<QueuedTensor*> records_;
   std::vector<TensorEntry*> claimed_;
   std::vector<Piece> pieces_;
+  std::vector<HandleState*> states_;  // pieces_' completion states
   // Elements per tensor, where the caller gives none (and as Adasum's
   // vector).
   std::vector<int64_t> counts_;

@@ -97,7 +97,7 @@ Status TensorQueue::Add(const TensorEntry* entries, size_t n, Handle* handles) {
         t->key_ = &it.first->first;
         if (last_added_ != nullptr) last_added_->next_ = t;
       }
-      last_added_ = t;
+      NoteAdded(t);
       // A steady step resubmits what the record holds: compared, not
       // copied, its strings and shape stay clean in the caches.
       const bool same_lookup =
@@ -140,7 +140,7 @@ bool TensorQueue::AddAgain(const Resubmission& s, Handle* handle) {
     if (!closed_.ok()) return false;  // Add refuses it, saying why
     QueuedTensor* t = NextIdle();
     if (t == nullptr || !s.Repeats(t->entry.request)) return false;
-    last_added_ = t;
+    NoteAdded(t);
     TensorView& view = t->entry.tensor;  // its shape stays empty
     view.data = s.tensor.data;
     view.dtype = s.tensor.dtype;
@@ -236,22 +236,34 @@ QueuedTensor* TensorQueue::NextIdle() const {
 }
 
 void TensorQueue::PrefetchAfter(const QueuedTensor* t) const {
-  const QueuedTensor* next = t->next_;
-  if (next != nullptr) next = next->next_;
+  if (const QueuedTensor* far = t->ahead_)
+    for (size_t at = 0; at < sizeof(QueuedTensor); at += 64)
+      __builtin_prefetch(reinterpret_cast<const char*>(far) + at, 1);
+  // Half as far: the successor of the record added that many calls
+  // before t (just added: the newest in recent_).
+  const QueuedTensor* back =
+      recent_[(recent_at_ + kPrefetchAhead / 2 - 1) % kPrefetchAhead];
+  const QueuedTensor* near = back != nullptr ? back->ahead_ : nullptr;
   // Only an idle record's fields are read: the loop may be writing a
   // claimed one.
-  if (next == nullptr || next->state_ != QueuedTensor::State::kIdle) return;
-  const Request& r = next->entry.request;
+  if (near == nullptr || near->state_ != QueuedTensor::State::kIdle) return;
+  const Request& r = near->entry.request;
   __builtin_prefetch(r.name.data());
   __builtin_prefetch(r.shape.data());
   // The state's first two lines: what renewing it reads and writes.
-  if (const HandleState* state = next->entry.handle.get()) {
+  if (const HandleState* state = near->entry.handle.get()) {
     __builtin_prefetch(state, 1);
     __builtin_prefetch(reinterpret_cast<const char*>(state) + 64, 1);
   }
-  if (const QueuedTensor* after = next->next_)
-    for (size_t at = 0; at < sizeof(QueuedTensor); at += 64)
-      __builtin_prefetch(reinterpret_cast<const char*>(after) + at, 1);
+}
+
+void TensorQueue::NoteAdded(QueuedTensor* t) {
+  last_added_ = t;
+  QueuedTensor*& back = recent_[recent_at_];
+  // Written only when it changed: a steady step's records stay clean.
+  if (back != nullptr && back->ahead_ != t) back->ahead_ = t;
+  back = t;
+  recent_at_ = (recent_at_ + 1) % kPrefetchAhead;
 }
 
 QueuedTensor* TensorQueue::Predicted(const Request& r) const {
@@ -284,9 +296,10 @@ void TensorQueue::ResetLinks() {
                                          QueuedTensor::State::kDead;
                                 }),
                  orphans_.end());
-  for (auto& kv : records_) kv.second->next_ = nullptr;
-  for (auto& t : orphans_) t->next_ = nullptr;
+  for (auto& kv : records_) kv.second->next_ = kv.second->ahead_ = nullptr;
+  for (auto& t : orphans_) t->next_ = t->ahead_ = nullptr;
   last_added_ = nullptr;
+  std::fill(std::begin(recent_), std::end(recent_), nullptr);
 }
 
 std::vector<std::string> TensorQueue::KeysOf(
@@ -390,6 +403,7 @@ void TensorQueue::Claim(QueuedTensor* const* ts, size_t n,
   claimed->assign(n, nullptr);
   std::lock_guard<FutexLock> lock(mu_);
   for (size_t i = 0; i < n; ++i) {
+    if (i + kRecordsAhead < n) __builtin_prefetch(ts[i + kRecordsAhead], 1);
     QueuedTensor* t = ts[i];
     if (t->state_ != QueuedTensor::State::kQueued) continue;
     ClaimLocked(t);
@@ -407,6 +421,7 @@ void TensorQueue::ClaimLocked(QueuedTensor* t) {
 void TensorQueue::Release(QueuedTensor* const* ts, size_t n) {
   std::lock_guard<FutexLock> lock(mu_);
   for (size_t i = 0; i < n; ++i) {
+    if (i + kRecordsAhead < n) __builtin_prefetch(ts[i + kRecordsAhead], 1);
     QueuedTensor* t = ts[i];
     if (t->state_ != QueuedTensor::State::kClaimed) continue;
     if (t->key_ == nullptr) {

@@ -69,6 +69,12 @@ struct Resubmission {
   bool Repeats(const Request& r) const;
 };
 
+// How many records ahead a pass over a step's records (claiming,
+// executing, releasing them) fetches the one it will reach: the step's
+// data has pushed the records out of the caches since they were queued,
+// and each would otherwise wait for its own lines.
+constexpr size_t kRecordsAhead = 16;
+
 // One key's record. `entry` is the submission while queued or claimed.
 //
 // A steady step touches each record several times after its data has
@@ -91,9 +97,11 @@ class alignas(64) QueuedTensor {
  private:
   friend class TensorQueue;
   // kDead: an orphan whose claim ended, freed with the next links reset.
-  enum class State { kIdle, kQueued, kClaimed, kDead };
+  enum class State : uint8_t { kIdle, kQueued, kClaimed, kDead };
   State state_ = State::kIdle;
   bool listed_ = false;  // in the queue's list of new entries
+  // Where it is filed in the queue's by_slot_ (-1: not filed).
+  int filed_slot_ = -1;
   // The key it is filed under; null for an orphan (claimed when its key
   // got a new record).
   const std::string* key_ = nullptr;
@@ -102,8 +110,10 @@ class alignas(64) QueuedTensor {
   // (whose bucket and node the data moved since the last step has pushed
   // out of the caches).
   QueuedTensor* next_ = nullptr;
-  // Where it is filed in the queue's by_slot_ (-1: not filed).
-  int filed_slot_ = -1;
+  // The record added kPrefetchAhead calls after this one, last time: it
+  // is fetched whole while this one is added, far enough ahead that it
+  // has arrived when its turn comes.
+  QueuedTensor* ahead_ = nullptr;
   // The state this record's submission before the current one had, kept
   // for reuse: a caller that keeps each handle until it resubmits the
   // name (a vector of handles overwritten step by step) lets go of the
@@ -224,13 +234,18 @@ class TensorQueue {
   QueuedTensor* NextIdle() const;
   // The record for r's key when it is NextIdle(); else null (under mu_).
   QueuedTensor* Predicted(const Request& r) const;
-  // Starts fetching what the resubmissions after t will touch (under
-  // mu_). A steady step's data moved through the caches since its records
-  // were last used: the record two after t gets its name, shape and handle
-  // state fetched (its own lines were fetched by the call before), the one
-  // after that its lines. Two ahead, not one: a C++ loop submits the next
-  // tensor sooner than a fetch from memory arrives.
+  // Starts fetching what the resubmissions after t, just added, will
+  // touch (under mu_). A steady step's data moved through the caches
+  // since its records were last used: the record kPrefetchAhead after t
+  // gets its lines fetched, and the one half as far its name, shape and
+  // handle state (its own lines fetched that many calls before). Several
+  // calls ahead: a C++ loop submits the next tensor far sooner than a
+  // fetch from memory arrives, and on a busy host a fetch takes longer
+  // still.
   void PrefetchAfter(const QueuedTensor* t) const;
+  // t was just added: it is the last one, and the successor kPrefetchAhead
+  // calls on of the record added that many calls before (under mu_).
+  void NoteAdded(QueuedTensor* t);
   // Idle -> queued, with a fresh handle state (under mu_).
   void QueueLocked(QueuedTensor* t);
   // Idle -> queued, its state left as it is (under mu_).
@@ -256,6 +271,10 @@ class TensorQueue {
   std::vector<std::unique_ptr<QueuedTensor>> orphans_;
   size_t idle_ = 0;
   QueuedTensor* last_added_ = nullptr;
+  // The last kPrefetchAhead records added, oldest at recent_at_.
+  static constexpr size_t kPrefetchAhead = 8;
+  QueuedTensor* recent_[kPrefetchAhead] = {};
+  size_t recent_at_ = 0;
   size_t queued_ = 0;
   std::vector<QueuedTensor*> added_;  // by the running Add
   std::string key_;                   // lookups, reused
