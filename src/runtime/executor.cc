@@ -132,8 +132,10 @@ void Executor::MarkTransfer(const Response& r, const CollectiveGroup& g) {
   for (const std::string& name : r.names) timeline_->Activity(name, phase);
 }
 
-void Executor::Finish(TensorEntry& e, const Status& s) {
-  e.handle->Complete(s);
+void Executor::Finish(TensorEntry& e, const Status& s) { Finish(*e.handle, s); }
+
+void Executor::Finish(HandleState& state, const Status& s) {
+  state.Complete(s);
 }
 
 void Executor::Count(const TensorEntry& e) { Count(1, e.NumBytes()); }
@@ -337,13 +339,13 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
     const int64_t count = counts[i];
     if (i + kRecordsAhead < n && entries[i + kRecordsAhead] != nullptr)
       __builtin_prefetch(&entries[i + kRecordsAhead]->tensor);
-    states_[i] = nullptr;
     if (entries[i] != nullptr) {
       pieces_[i] = {entries[i]->tensor.data, offset, count,
                     entries[i]->tensor.input};
       states_[i] = entries[i]->handle.get();
     } else {
       pieces_[i] = {zeros, offset, count};
+      states_[i] = nullptr;
       zeros += count * esize;
     }
     offset += count;
@@ -393,7 +395,7 @@ Status Executor::Allreduce(const Response& r, Plan& plan,
     return st;
   }
   for (size_t i = 0; i < n; ++i)
-    if (states_[i] != nullptr) states_[i]->Complete(st);
+    if (states_[i] != nullptr) Finish(*states_[i], st);
   return st;
 }
 

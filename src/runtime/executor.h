@@ -125,7 +125,10 @@ class Executor {
   Status Broadcast(const Response& r, CollectiveGroup& g);
   Status Alltoall(const Response& r, CollectiveGroup& g);
   Status Reducescatter(const Response& r, CollectiveGroup& g);
+  // Completes an entry's handle (its state, where the entry is no longer
+  // at hand).
   void Finish(TensorEntry& e, const Status& s);
+  void Finish(HandleState& state, const Status& s);
   // Counts one collective's tensor and its bytes.
   void Count(const TensorEntry& e);
   void Count(uint64_t tensors, int64_t bytes);
