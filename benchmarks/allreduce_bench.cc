@@ -11,11 +11,11 @@
 //
 //   horovodrun -np 2 build/benchmarks/allreduce_bench -l hvd-shm [-s 4,1M]
 //   [-b 1.5]
-// With -f COUNTxBYTES (e.g. 1000x4K, -n STEPS, 30 by default) it measures
+// With -f COUNTxBYTES (e.g. 1000x4K, -n STEPS, 100 by default) it measures
 // tensor fusion instead:
 // COUNT tensors submitted one call each per step, then waited for, against
-// one tensor of the same total size (and that tensor with COUNT 4-byte ones
-// beside it); it prints
+// one tensor of the same total size, their steps interleaved in blocks of
+// ten (then that tensor with COUNT 4-byte ones beside it); it prints
 //   FUSION,<np>,cpp:<case>,<median_step_us>,<min_step_us>
 // (cpp-<label>:<case> under -l <label>)
 // with the step time the max over ranks (as benchmarks/fusion_bench.py),
@@ -23,9 +23,10 @@
 // median time the step's submissions took. -F runs the
 // COUNT-tensor case alone.
 //
-// Built where valgrind's headers are installed, each case's timed steps are
+// Built where valgrind's headers are installed, the timed steps are
 // bracketed for callgrind: under `valgrind --tool=callgrind
-// --instr-atstart=no` it counts those steps alone, one dump per case.
+// --instr-atstart=no` it counts those steps alone, one dump for the
+// interleaved cases and one for the last (with -F, one for its case).
 // Instruction counts do not depend on how busy the host is.
 #include <horovod/engine.h>
 #if defined(__has_include)
@@ -56,6 +57,12 @@ using horovod::TensorView;
 const size_t kDefaultSizes[] = {4,         64,       1 << 10, 16 << 10,
                                 256 << 10, 1 << 20,  4 << 20, 16 << 20,
                                 64 << 20,  256 << 20};
+
+// Untimed steps of each fusion case before its timed ones: a process's
+// first tens of milliseconds of steps run slower on this host.
+constexpr int kFusionWarmups = 20;
+// Steps of one fusion case before the next case's (TimeInterleaved).
+constexpr int kFusionBlock = 10;
 
 size_t ParseSize(const std::string& s) {
   char* end = nullptr;
@@ -156,84 +163,160 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Under callgrind, counts instructions between Begin and End only.
+// Under callgrind, counts instructions between Resume and Pause only,
+// from zero at Begin to the dump at End.
 void BeginCounting() {
 #ifdef HVD_BENCH_CALLGRIND
   CALLGRIND_ZERO_STATS;
+#endif
+}
+
+void ResumeCounting() {
+#ifdef HVD_BENCH_CALLGRIND
   CALLGRIND_START_INSTRUMENTATION;
+#endif
+}
+
+void PauseCounting() {
+#ifdef HVD_BENCH_CALLGRIND
+  CALLGRIND_STOP_INSTRUMENTATION;
 #endif
 }
 
 void EndCounting(const std::string& what) {
 #ifdef HVD_BENCH_CALLGRIND
-  CALLGRIND_STOP_INSTRUMENTATION;
   CALLGRIND_DUMP_STATS_AT(what.c_str());
 #else
   (void)what;
 #endif
 }
 
+// One case of the fusion benchmark: its tensors and names, and what its
+// timed steps took.
+struct FusionRun {
+  std::string label;
+  std::vector<std::vector<float>> tensors;
+  std::vector<std::string> names;
+  std::vector<double> times, submits;
+  horovod::EngineMetrics phases;  // summed over the timed steps
+};
+
+// A case of tensors of the sizes `each` (bytes), submitted every step.
+FusionRun MakeRun(const std::string& label, const std::vector<size_t>& each) {
+  FusionRun run;
+  run.label = label;
+  const size_t n = each.size();
+  run.tensors.resize(n);
+  run.names.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    run.tensors[i].assign(std::max<size_t>(1, each[i] / sizeof(float)), 0.f);
+    run.names[i] = "fusion." + label + "." + std::to_string(i);
+  }
+  return run;
+}
+
+// The loop's phases between two snapshots, added to *sum.
+void AddPhases(horovod::EngineMetrics* sum, const horovod::EngineMetrics& a,
+               const horovod::EngineMetrics& b) {
+  sum->cycles += b.cycles - a.cycles;
+  sum->responses += b.responses - a.responses;
+  sum->idle_s += b.idle_s - a.idle_s;
+  sum->negotiate_s += b.negotiate_s - a.negotiate_s;
+  sum->bookkeeping_s += b.bookkeeping_s - a.bookkeeping_s;
+  sum->copy_s += b.copy_s - a.copy_s;
+  sum->transfer_s += b.transfer_s - a.transfer_s;
+  sum->wait_s += b.wait_s - a.wait_s;
+}
+
+// Times `steps` steps of each run, interleaved in blocks of
+// kFusionBlock: a host whose speed drifts from one moment to the next then
+// weighs on every case alike, and no case alone pays for the process's
+// first milliseconds (one case after another timed the first one slower
+// than the same case run later). Within a block a case runs as a training
+// loop would, its data where the step before left it; only the first step
+// of a block follows another case's. Under callgrind the steps are counted
+// with the barrier before and the maximum after each, in one dump named
+// after the runs.
+void TimeInterleaved(Bench& bench, const std::vector<FusionRun*>& runs,
+                     int warmups, int steps) {
+  for (FusionRun* run : runs)
+    for (int w = 0; w < warmups; ++w) bench.Step(run->tensors, run->names);
+  std::string labels;
+  for (FusionRun* run : runs) {
+    run->submits.assign(steps, 0);
+    labels += (labels.empty() ? "" : "+") + run->label;
+  }
+  BeginCounting();
+  for (int block = 0; block < steps; block += kFusionBlock)
+    for (FusionRun* run : runs)
+      for (int s = block; s < std::min(steps, block + kFusionBlock); ++s) {
+        const horovod::EngineMetrics before = bench.Metrics();
+        ResumeCounting();
+        bench.Barrier();
+        const double t0 = Now();
+        bench.Step(run->tensors, run->names, &run->submits[s]);
+        run->times.push_back(bench.Max(Now() - t0));
+        PauseCounting();
+        AddPhases(&run->phases, before, bench.Metrics());
+      }
+  EndCounting(labels);
+}
+
+// The run's PHASES line (this rank's loop, per step: the barrier and the
+// maximum after each step are in it too) and, on rank 0, its FUSION line.
+void Report(const FusionRun& run, const std::string& tag, int rank, int np) {
+  const horovod::EngineMetrics& m = run.phases;
+  const double steps = static_cast<double>(run.times.size());
+  std::printf(
+      "PHASES,%d,%s%s,rank %d,lists %.1f,responses %.1f,idle %.0f,"
+      "negotiate %.0f,"
+      "bookkeeping %.0f,copy %.0f,transfer %.0f,wait %.0f us,"
+      "submit median %.1f us\n",
+      np, tag.c_str(), run.label.c_str(), rank, double(m.cycles) / steps,
+      double(m.responses) / steps, m.idle_s / steps * 1e6,
+      m.negotiate_s / steps * 1e6, m.bookkeeping_s / steps * 1e6,
+      m.copy_s / steps * 1e6, m.transfer_s / steps * 1e6,
+      m.wait_s / steps * 1e6, Median(run.submits) * 1e6);
+  std::fflush(stdout);
+  if (rank == 0) {
+    std::printf("FUSION,%d,%s%s,%.1f,%.1f\n", np, tag.c_str(),
+                run.label.c_str(), Median(run.times) * 1e6,
+                *std::min_element(run.times.begin(), run.times.end()) * 1e6);
+    std::fflush(stdout);
+  }
+}
+
 // `tag` prefixes the case names ("cpp:", or "cpp-LABEL:" under -l LABEL);
 // `many_only` runs the COUNT-tensor case alone.
 void FusionCase(Bench& bench, const std::string& tag, int rank, int np,
                 int count, size_t bytes, int steps, bool many_only) {
-  // One step of tensors of the sizes `each` (bytes), every step.
-  auto run = [&](const std::string& label, const std::vector<size_t>& each) {
-    const int n = static_cast<int>(each.size());
-    std::vector<std::vector<float>> tensors(n);
-    for (int i = 0; i < n; ++i)
-      tensors[i].assign(std::max<size_t>(1, each[i] / sizeof(float)), 0.f);
-    std::vector<std::string> names(n);
-    for (int i = 0; i < n; ++i)
-      names[i] = "fusion." + label + "." + std::to_string(i);
-    for (int w = 0; w < 3; ++w) bench.Step(tensors, names);
-    std::vector<double> times, submits(steps);
-    const horovod::EngineMetrics m0 = bench.Metrics();
-    BeginCounting();
-    for (int s = 0; s < steps; ++s) {
-      bench.Barrier();
-      double t0 = Now();
-      bench.Step(tensors, names, &submits[s]);
-      times.push_back(bench.Max(Now() - t0));
-    }
-    EndCounting(label);
-    // Where a step's time went on each rank (Engine::Metrics), per step;
-    // the barriers and maxima between steps are in it too.
-    const horovod::EngineMetrics m = bench.Metrics();
-    auto per = [&](double a, double b) { return (a - b) / steps * 1e6; };
-    std::printf(
-        "PHASES,%d,%s%s,rank %d,lists %.1f,responses %.1f,idle %.0f,"
-        "negotiate %.0f,"
-        "bookkeeping %.0f,copy %.0f,transfer %.0f,wait %.0f us,"
-        "submit median %.1f us\n",
-        np, tag.c_str(), label.c_str(), rank,
-        double(m.cycles - m0.cycles) / steps,
-        double(m.responses - m0.responses) / steps, per(m.idle_s, m0.idle_s),
-        per(m.negotiate_s, m0.negotiate_s),
-        per(m.bookkeeping_s, m0.bookkeeping_s), per(m.copy_s, m0.copy_s),
-        per(m.transfer_s, m0.transfer_s), per(m.wait_s, m0.wait_s),
-        Median(submits) * 1e6);
-    std::fflush(stdout);
-    if (rank == 0) {
-      std::printf("FUSION,%d,%s%s,%.1f,%.1f\n", np, tag.c_str(), label.c_str(),
-                  Median(times) * 1e6,
-                  *std::min_element(times.begin(), times.end()) * 1e6);
-      std::fflush(stdout);
-    }
-  };
   const size_t kib = bytes >> 10;
-  const std::string one = "1x" + std::to_string(count * kib) + "KiB";
-  if (!many_only) run(one, {count * bytes});
-  run(std::to_string(count) + "x" + std::to_string(kib) + "KiB",
-      std::vector<size_t>(count, bytes));
-  if (many_only) return;
+  const std::string one_label = "1x" + std::to_string(count * kib) + "KiB";
+  FusionRun many =
+      MakeRun(std::to_string(count) + "x" + std::to_string(kib) + "KiB",
+              std::vector<size_t>(count, bytes));
+  if (many_only) {
+    TimeInterleaved(bench, {&many}, kFusionWarmups, steps);
+    Report(many, tag, rank, np);
+    return;
+  }
+  // The one tensor and the COUNT tensors in alternating blocks: the ratio
+  // of their steps is the fusion's cost.
+  FusionRun one = MakeRun(one_label, {count * bytes});
+  TimeInterleaved(bench, {&one, &many}, kFusionWarmups, steps);
+  Report(one, tag, rank, np);
+  Report(many, tag, rank, np);
   // The large tensor again with `count` 4-byte ones beside it (carried on
   // the ready board, not fused with it): its transfer time against the
   // first case's shows what the small tensors' bookkeeping costs the data
-  // movement through the caches.
-  std::vector<size_t> mixed(count + 1, 4);
-  mixed[0] = count * bytes;
-  run(one + "+" + std::to_string(count) + "x4B", mixed);
+  // movement through the caches. Timed on its own, after the others: its
+  // tensors and the others' together would overflow the response cache.
+  std::vector<size_t> sizes(count + 1, 4);
+  sizes[0] = count * bytes;
+  FusionRun mixed =
+      MakeRun(one_label + "+" + std::to_string(count) + "x4B", sizes);
+  TimeInterleaved(bench, {&mixed}, kFusionWarmups, steps);
+  Report(mixed, tag, rank, np);
 }
 
 }  // namespace
@@ -243,7 +326,7 @@ int main(int argc, char** argv) {
   double budget = 1.5;
   int fusion_count = 0;
   size_t fusion_bytes = 0;
-  int fusion_steps = 30;
+  int fusion_steps = 100;
   bool many_only = false;
   std::vector<size_t> sizes(std::begin(kDefaultSizes), std::end(kDefaultSizes));
   for (int a = 1; a < argc; ++a) {

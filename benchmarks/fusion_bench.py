@@ -1,10 +1,13 @@
 """Tensor fusion: 1000 tensors of 4 KiB submitted per step (as a model's
 gradients would be) against one 4 MiB tensor, same bytes.
 
-  horovodrun -np 2 python benchmarks/fusion_bench.py [--steps 30]
+  horovodrun -np 2 python benchmarks/fusion_bench.py [--steps 100]
 
 Prints FUSION,<np>,<case>,<median_step_us>,<min_step_us> lines; the step time
-is the max over ranks.
+is the max over ranks. The two cases' steps are interleaved in blocks of
+BLOCK (after WARMUPS untimed steps of each), as in allreduce_bench's fusion
+case: a host whose speed drifts weighs on both alike, and neither alone
+pays for the process's first, slower, milliseconds.
 """
 import argparse
 import statistics
@@ -14,10 +17,13 @@ import torch
 import horovod.torch as hvd
 from bench_util import timed_steps
 
+WARMUPS = 20
+BLOCK = 10
+
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--steps", type=int, default=100)
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--tensor-bytes", type=int, default=4096)
     args = p.parse_args()
@@ -36,18 +42,25 @@ def main():
     def step_one():
         hvd.allreduce_(one, op=hvd.Sum, name="fusion.one")
 
-    for case, fn in (("1x%dKiB" % (args.count * args.tensor_bytes // 1024), step_one),
-                     ("%dx%dKiB" % (args.count, args.tensor_bytes // 1024), step_many)):
-        for _ in range(3):
+    cases = (("1x%dKiB" % (args.count * args.tensor_bytes // 1024), step_one),
+             ("%dx%dKiB" % (args.count, args.tensor_bytes // 1024), step_many))
+    for _, fn in cases:
+        for _ in range(WARMUPS):
             fn()
-        times = timed_steps(fn, args.steps)
-        for t in many:
-            t.fill_(1.0)
-        one.fill_(1.0)
-        if hvd.rank() == 0:
-            print("FUSION,%d,%s,%.1f,%.1f" % (hvd.size(), case,
-                                              statistics.median(times) * 1e6,
-                                              min(times) * 1e6), flush=True)
+    times = {case: [] for case, _ in cases}
+    for block in range(0, args.steps, BLOCK):
+        for case, fn in cases:
+            # Each step doubles the values (a sum over two ranks): start
+            # each block from ones to keep them finite.
+            for t in many:
+                t.fill_(1.0)
+            one.fill_(1.0)
+            times[case] += timed_steps(fn, min(BLOCK, args.steps - block))
+    if hvd.rank() == 0:
+        for case, _ in cases:
+            print("FUSION,%d,%s,%.1f,%.1f" % (
+                hvd.size(), case, statistics.median(times[case]) * 1e6,
+                min(times[case]) * 1e6), flush=True)
     hvd.shutdown()
 
 

@@ -172,7 +172,7 @@ fusion() {
   build_engine || { log "engine build failed"; return; }
   local r
   for r in $(seq "$ROUNDS"); do
-    run fusion-np2-r$r horovodrun -np 2 python benchmarks/fusion_bench.py --steps 30
+    run fusion-np2-r$r horovodrun -np 2 python benchmarks/fusion_bench.py
     run fusion-cpp-np2-r$r horovodrun -np 2 build-bench/allreduce_bench -f 1000x4K
     # Over TCP, negotiated through rank 0 (no ready board): the path every
     # job spanning hosts takes.
