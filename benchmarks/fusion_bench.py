@@ -42,22 +42,24 @@ def main():
     def step_one():
         hvd.allreduce_(one, op=hvd.Sum, name="fusion.one")
 
-    cases = (("1x%dKiB" % (args.count * args.tensor_bytes // 1024), step_one),
-             ("%dx%dKiB" % (args.count, args.tensor_bytes // 1024), step_many))
-    for _, fn in cases:
+    cases = (("1x%dKiB" % (args.count * args.tensor_bytes // 1024), step_one,
+              [one]),
+             ("%dx%dKiB" % (args.count, args.tensor_bytes // 1024), step_many,
+              many))
+    for _, fn, _ in cases:
         for _ in range(WARMUPS):
             fn()
-    times = {case: [] for case, _ in cases}
+    times = {case: [] for case, _, _ in cases}
     for block in range(0, args.steps, BLOCK):
-        for case, fn in cases:
-            # Each step doubles the values (a sum over two ranks): start
-            # each block from ones to keep them finite.
-            for t in many:
+        for case, fn, tensors in cases:
+            # Each step multiplies the values by the number of ranks (a
+            # sum): each block starts its case's tensors from ones, to keep
+            # them finite.
+            for t in tensors:
                 t.fill_(1.0)
-            one.fill_(1.0)
             times[case] += timed_steps(fn, min(BLOCK, args.steps - block))
     if hvd.rank() == 0:
-        for case, _ in cases:
+        for case, _, _ in cases:
             print("FUSION,%d,%s,%.1f,%.1f" % (
                 hvd.size(), case, statistics.median(times[case]) * 1e6,
                 min(times[case]) * 1e6), flush=True)
