@@ -417,6 +417,7 @@ Status Executor::Allgather(const Response& r, CollectiveGroup& g) {
   Status st = g.Allgatherv(e.tensor.data, out->data(), bytes);
   EndPhases();
   Count(e);
+  e.handle->has_output = true;
   e.handle->output = out;
   e.handle->output_shape = shape;
   e.handle->output_shape[0] = rows;
@@ -463,6 +464,7 @@ Status Executor::Alltoall(const Response& r, CollectiveGroup& g) {
       g.Alltoallv(e.tensor.data, send, out->data(), recv, max_pair_rows * row);
   EndPhases();
   Count(e);
+  e.handle->has_output = true;
   e.handle->output = out;
   e.handle->output_shape = e.request.shape;
   e.handle->output_shape[0] = rows;
@@ -504,6 +506,7 @@ Status Executor::Reducescatter(const Response& r, CollectiveGroup& g) {
   ScaleBuffer(mine, counts[me], r.dtype, post);
   auto out = std::make_shared<Buffer>(static_cast<size_t>(counts[me]) * esize);
   std::memcpy(out->data(), mine, static_cast<size_t>(counts[me]) * esize);
+  e.handle->has_output = true;
   e.handle->output = out;
   e.handle->output_shape = shape;
   if (e.handle->output_shape.empty()) e.handle->output_shape = {1};

@@ -43,9 +43,13 @@ struct alignas(64) HandleState {
   // The element type of the tensor this handle was enqueued with (outputs
   // have it too), so adapters need not remember it.
   DataType dtype = DataType::kUInt8;
+  // Set with the results below, so that Reset reads their line only after
+  // an operation that writes them (not an in-place allreduce's).
+  bool has_output = false;
   int int_result = -1;  // Handle::int_result()
   Status status;
-  // Set by the background loop before Complete; read only once finished.
+  // Set by the background loop before Complete (with has_output); read
+  // only once finished.
   alignas(64) std::shared_ptr<Buffer> output;
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
@@ -121,10 +125,12 @@ struct alignas(64) HandleState {
     word_.store(0, std::memory_order_relaxed);  // nobody sleeps on it
     // A success left OK in place (Complete writes only a failure).
     if (!status.ok()) status = Status::OK();
-    // Only what an operation wrote: the line stays clean for most.
-    if (output) output.reset();
-    output_shape.clear();  // no write when already empty
-    received_splits.clear();
+    if (has_output) {  // the second line stays untouched for most
+      output.reset();
+      output_shape.clear();  // keeps the capacity
+      received_splits.clear();
+      has_output = false;
+    }
     int_result = -1;
     dtype = type;
   }

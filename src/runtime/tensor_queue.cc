@@ -250,11 +250,11 @@ void TensorQueue::PrefetchAfter(const QueuedTensor* t) const {
   const Request& r = near->entry.request;
   __builtin_prefetch(r.name.data());
   __builtin_prefetch(r.shape.data());
-  // The state's first two lines: what renewing it reads and writes.
-  if (const HandleState* state = near->entry.handle.get()) {
+  // The state's first line: what renewing it reads and writes (the
+  // second only after an operation with an output, which a step of
+  // allreduces has none of).
+  if (const HandleState* state = near->entry.handle.get())
     __builtin_prefetch(state, 1);
-    __builtin_prefetch(reinterpret_cast<const char*>(state) + 64, 1);
-  }
 }
 
 void TensorQueue::NoteAdded(QueuedTensor* t) {
