@@ -417,8 +417,7 @@ Status Executor::Allgather(const Response& r, CollectiveGroup& g) {
   Status st = g.Allgatherv(e.tensor.data, out->data(), bytes);
   EndPhases();
   Count(e);
-  e.handle->has_output = true;
-  e.handle->output = out;
+  e.handle->SetOutput(std::move(out));
   e.handle->output_shape = shape;
   e.handle->output_shape[0] = rows;
   Done(e, st);
@@ -464,8 +463,7 @@ Status Executor::Alltoall(const Response& r, CollectiveGroup& g) {
       g.Alltoallv(e.tensor.data, send, out->data(), recv, max_pair_rows * row);
   EndPhases();
   Count(e);
-  e.handle->has_output = true;
-  e.handle->output = out;
+  e.handle->SetOutput(std::move(out));
   e.handle->output_shape = e.request.shape;
   e.handle->output_shape[0] = rows;
   e.handle->received_splits = splits;
@@ -506,8 +504,7 @@ Status Executor::Reducescatter(const Response& r, CollectiveGroup& g) {
   ScaleBuffer(mine, counts[me], r.dtype, post);
   auto out = std::make_shared<Buffer>(static_cast<size_t>(counts[me]) * esize);
   std::memcpy(out->data(), mine, static_cast<size_t>(counts[me]) * esize);
-  e.handle->has_output = true;
-  e.handle->output = out;
+  e.handle->SetOutput(std::move(out));
   e.handle->output_shape = shape;
   if (e.handle->output_shape.empty()) e.handle->output_shape = {1};
   e.handle->output_shape[0] = counts[me] / std::max<int64_t>(row_elems, 1);

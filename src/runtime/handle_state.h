@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "runtime/drive_gate.h"
 
@@ -38,23 +39,29 @@ struct alignas(64) HandleState {
   // are ordered by that word alone.
   static constexpr uint32_t kClaimed = 1, kFinished = 2, kSleeper = 4;
   std::atomic<uint32_t> word_{0};
+  bool has_output_ = false;  // SetOutput since the last Reset
 
  public:
   // The element type of the tensor this handle was enqueued with (outputs
   // have it too), so adapters need not remember it.
   DataType dtype = DataType::kUInt8;
-  // Set with the results below, so that Reset reads their line only after
-  // an operation that writes them (not an in-place allreduce's).
-  bool has_output = false;
   int int_result = -1;  // Handle::int_result()
   Status status;
-  // Set by the background loop before Complete (with has_output); read
+  // Set by the background loop before Complete, through SetOutput; read
   // only once finished.
   alignas(64) std::shared_ptr<Buffer> output;
   std::vector<int64_t> output_shape;
   std::vector<int64_t> received_splits;
   // Set at enqueue: the way back to the engine for waiting threads.
   std::shared_ptr<DriveGate> gate;
+
+  // An operation's result buffer; the shapes that describe it are written
+  // beside it. Noted on the first line, so that Reset reads the second
+  // only after an operation with an output (not an in-place allreduce).
+  void SetOutput(std::shared_ptr<Buffer> out) {
+    has_output_ = true;
+    output = std::move(out);
+  }
 
   // Whether the operation finished, readable without a lock: a driving
   // waiter checks it after every loop step. True after everything
@@ -125,11 +132,11 @@ struct alignas(64) HandleState {
     word_.store(0, std::memory_order_relaxed);  // nobody sleeps on it
     // A success left OK in place (Complete writes only a failure).
     if (!status.ok()) status = Status::OK();
-    if (has_output) {  // the second line stays untouched for most
+    if (has_output_) {  // the second line stays untouched for most
       output.reset();
       output_shape.clear();  // keeps the capacity
       received_splits.clear();
-      has_output = false;
+      has_output_ = false;
     }
     int_result = -1;
     dtype = type;

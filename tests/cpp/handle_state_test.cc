@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -30,6 +31,26 @@ TEST(HandleState, TheFirstCompletionWins) {
   state->Complete(Status::Mismatch("late"));
   ASSERT_TRUE(state->Done());
   EXPECT_TRUE(state->status.ok());
+}
+
+// An operation's outputs last until the state is renewed, and none of
+// them is left for the next submission, which may have no outputs.
+TEST(HandleState, ResetClearsTheOutputsOfTheLastOperation) {
+  HandleRef state = HandleRef::Make();
+  state->SetOutput(std::make_shared<Buffer>(16));
+  state->output_shape = {4};
+  state->received_splits = {2, 2};
+  state->Complete(Status::OK());
+  ASSERT_NE(state->output, nullptr);
+
+  state->Reset(DataType::kFloat32);
+  EXPECT_EQ(state->output, nullptr);
+  EXPECT_TRUE(state->output_shape.empty());
+  EXPECT_TRUE(state->received_splits.empty());
+  state->Complete(Status::OK());  // an in-place operation: nothing to clear
+  state->Reset(DataType::kFloat32);
+  EXPECT_EQ(state->output, nullptr);
+  EXPECT_TRUE(state->output_shape.empty());
 }
 
 // A failure and a success race: a reader that sees the state finished
