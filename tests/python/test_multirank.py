@@ -200,9 +200,11 @@ def test_horovodrun_forwards_sigterm_to_every_rank(tmp_path):
 
 
 # Allgather with empty ranks, half precision NaN/Inf,
-# 10,000 tiny tensors a step for 50 steps (results checked every step,
-# resident memory growth under 10%). Over TCP the same with 20 steps.
-@pytest.mark.parametrize("transport,steps", [("shm", 50), ("tcp", 20)])
+# 10,000 tiny tensors a step for 20 steps (results checked every step,
+# resident memory growth from the fifth step on under 10%), over shared
+# memory and over TCP. Three ranks on two cores: each step takes about a
+# second.
+@pytest.mark.parametrize("transport,steps", [("shm", 20), ("tcp", 20)])
 def test_bad_values_and_many_tiny_tensors(transport, steps):
     env = {"HOROVOD_SHM_DISABLE": "1" if transport == "tcp" else "0"}
     res = horovodrun(3, "load.py", steps, 10000, timeout=280, env=env)
