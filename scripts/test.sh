@@ -15,7 +15,7 @@ cmake -S . -B build/tests -G Ninja -DHOROVOD_BUILD_TESTS=ON -DHOROVOD_WERROR=ON 
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/tests -j2
 # Two tests at a time, one a core: the C++ suites take about half as long
-# (ThreadSanitizer's 307 s went to 179), and their deadlines allow for a
+# (ThreadSanitizer: 307 s to 179-191), and their deadlines allow for a
 # core shared with another test.
 (cd build/tests && ctest --output-on-failure --timeout 300 -j2)
 

@@ -204,10 +204,10 @@ def test_horovodrun_forwards_sigterm_to_every_rank(tmp_path):
 # resident memory growth from the fifth step on under 10%), over shared
 # memory and over TCP. Three ranks on two cores: each step takes about a
 # second.
-@pytest.mark.parametrize("transport,steps", [("shm", 20), ("tcp", 20)])
-def test_bad_values_and_many_tiny_tensors(transport, steps):
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_bad_values_and_many_tiny_tensors(transport):
     env = {"HOROVOD_SHM_DISABLE": "1" if transport == "tcp" else "0"}
-    res = horovodrun(3, "load.py", steps, 10000, timeout=280, env=env)
+    res = horovodrun(3, "load.py", 20, 10000, timeout=280, env=env)
     assert_ok(res)
     assert res.stdout.count("load OK") == 3
 
