@@ -29,6 +29,7 @@ def rate_bytes(text):
 def load(folder):
     res, fusion, train, tune = {}, {}, {}, []
     STARTUP.clear()
+    IDLE_CPU.clear()
     with open(os.path.join(folder, "results.csv")) as f:
         for r in csv.reader(f):
             if not r:
@@ -44,13 +45,22 @@ def load(folder):
                 tune.append(r[1:])
             elif r[0] == "STARTUP" and len(r) >= 8:
                 STARTUP.append(r[1:])
-            elif r[0] == "TRAIN" and len(r) >= 4:
+            elif r[0] in ("TRAIN", "TRAINI") and len(r) >= 4:
+                # TRAINI: training_interleaved.py's cycles, in order, so
+                # that paired_ratio pairs each cycle's cases.
+                case = r[1] if r[0] == "TRAIN" else "interleaved-" + r[1]
                 try:
-                    train.setdefault((r[1], int(r[2])), []).append(float(r[3]))
+                    train.setdefault((case, int(r[2])), []).append(float(r[3]))
                 except ValueError:
                     pass
+            elif r[0] == "IDLE_CPU" and len(r) >= 2:
+                IDLE_CPU.append(float(r[1]))
     return res, fusion, train, tune
 
+
+# The idle rank's CPU seconds per second in training_interleaved.py's np=1
+# blocks, one value per job.
+IDLE_CPU = []
 
 # Start-up rows (cluster_startup.py): label, np, median, min, max seconds to
 # the first collective, median seconds to return, trials.
@@ -285,6 +295,19 @@ def targets(res, fusion, train, tune):
     row("np=2 in lockstep without the gradient exchange vs np=1 (img/s)", lock, h1,
         paired_ratio(train, ("hvd-lockstep", 2), ("hvd", 1)),
         "(the most synchronous np=2 reaches)")
+    # The same ratios from one job whose cases take turns every few batches.
+    ih1, ih2 = med.get(("interleaved-solo", 1)), med.get(("interleaved-hvd", 2))
+    ilock = med.get(("interleaved-lockstep", 2))
+    row("training np=2 vs np=1, interleaved in one job (img/s)", ih2, ih1,
+        paired_ratio(train, ("interleaved-hvd", 2), ("interleaved-solo", 1)),
+        "(the >= 1.9x row, cases seconds apart)")
+    row("np=2 in lockstep without the gradient exchange vs np=1, interleaved (img/s)",
+        ilock, ih1,
+        paired_ratio(train, ("interleaved-lockstep", 2), ("interleaved-solo", 1)),
+        "(the most synchronous np=2 reaches)")
+    row("training np=2 vs lockstep, interleaved (img/s)", ih2, ilock,
+        paired_ratio(train, ("interleaved-hvd", 2), ("interleaved-lockstep", 2)),
+        "(what the exchange costs)")
     for fw, label in (("TensorFlow", "hvd-tf"),
                       ("TensorFlow in tf.function", "hvd-tf-jit"),
                       ("JAX", "hvd-jax"), ("JAX in jit", "hvd-jax-jit"),
@@ -317,9 +340,15 @@ def targets(res, fusion, train, tune):
 
 
 def rounds_note(values, fmt):
-    """" (rounds: a, b, c)" for a case measured in several rounds."""
+    """" (rounds: a, b, c)" for a case measured in several rounds; past a
+    dozen values (training_interleaved.py's cycles), their count and
+    quartiles."""
     if len(values) < 2:
         return ""
+    if len(values) > 12:
+        q = statistics.quantiles(values, n=4)
+        return (f" ({len(values)} cycles, quartiles {format(q[0], fmt)}-"
+                f"{format(q[2], fmt)})")
     return " (rounds: " + ", ".join(format(x, fmt) for x in values) + ")"
 
 
@@ -344,6 +373,8 @@ def main():
              "worker)\n",
              "\n".join(f"- {k[0]} np={k[1]}: {statistics.median(v):.1f} img/s total"
                        + rounds_note(v, ".1f") for k, v in sorted(train.items())),
+             "".join(f"\n- the idle rank's CPU in the interleaved np=1 blocks: {x:.3f} s/s"
+                     for x in IDLE_CPU),
              "\n## Allreduce tables\n", tables(res), "\n## Plots\n"]
     parts += [f"![{p}]({p})" for p in pngs]
     with open(os.path.join(folder, "report.md"), "w") as f:

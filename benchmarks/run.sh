@@ -35,13 +35,13 @@ mkdir -p "$OUT"
 cd "$REPO"
 
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/log.txt"; }
-# run NAME CMD...: output to NAME.txt; RESULT/FUSION/TRAIN/AUTOTUNE lines (launcher
+# run NAME CMD...: output to NAME.txt; RESULT/FUSION/TRAIN/TRAINI/IDLE_CPU/AUTOTUNE lines (launcher
 # prefixes stripped) collected in results.csv.
 run() {
   local name=$1; shift
   log "run $name: $*"
   timeout 900 "$@" > "$OUT/$name.txt" 2>&1 || log "  rc=$? ($name)"
-  grep -ohE '(RESULT|FUSION|TRAIN|AUTOTUNE|STARTUP),.*' "$OUT/$name.txt" >> "$OUT/results.csv"
+  grep -ohE '(RESULT|FUSION|TRAINI?|IDLE_CPU|AUTOTUNE|STARTUP),.*' "$OUT/$name.txt" >> "$OUT/results.csv"
 }
 
 # solo_pair NAME ROW PATTERN CMD...: CMD twice at once, as two independent
@@ -200,10 +200,12 @@ train_row() {
 }
 
 # Training: examples/pytorch_synthetic_benchmark.py at np=1 and 2, torch DDP
-# at np=2, np=2 in lockstep without the gradient exchange, and two
-# independent one-rank runs at once, in every round.
+# at np=2, np=2 in lockstep without the gradient exchange, two independent
+# one-rank runs at once, and np=1, lockstep and np=2 again in one job that
+# alternates them batch by batch, in every round.
 training() {
   local A="--model resnet18 --batch-size 16 --image-size 64 --num-warmup-batches 3 --num-batches-per-iter 5 --num-iters 5 --num-threads 1"
+  local I="--model resnet18 --batch-size 16 --image-size 64 --num-warmup-batches 3 --num-batches-per-iter 1 --num-iters 40 --num-threads 1"
   local r np
   for r in $(seq "$ROUNDS"); do
     for np in 1 2; do
@@ -216,6 +218,7 @@ training() {
     train_row train-lockstep-np2-r$r hvd-lockstep 2
     solo_pair train-solo-r$r hvd-2-solo 'Total img/sec on 1 CPU\(s\): [0-9.]+' \
       python examples/pytorch_synthetic_benchmark.py $A --no-cuda
+    run train-interleaved-r$r horovodrun -np 2 python benchmarks/training_interleaved.py $I
   done
 }
 
