@@ -22,8 +22,9 @@
 namespace horovod {
 
 // Output of a collective whose result size is known only after negotiation
-// (allgather, alltoall, reducescatter). 64-byte aligned, owned by the Handle
-// and by anyone holding the shared_ptr.
+// (allgather, alltoall, reducescatter), or a result buffer an adapter asked
+// for (Engine::ResultBuffer). 64-byte aligned, owned by the Handle and by
+// anyone holding the shared_ptr.
 class Buffer {
  public:
   explicit Buffer(size_t bytes);
@@ -171,6 +172,14 @@ class Engine {
 
   // Where this rank's engine time went so far (see engine_metrics.h).
   EngineMetrics Metrics() const;
+
+  // A buffer for a result that a framework adapter hands over to its
+  // framework (TensorFlow's out-of-place allreduce results): with
+  // HOROVOD_KEEP_FREED_MEMORY (the default), kept when its last holder lets
+  // go and handed out again for a result of the same size, so a result is
+  // not faulted in afresh every call. Outlives the engine if still held.
+  // Throws std::bad_alloc when there is no memory for it.
+  std::shared_ptr<Buffer> ResultBuffer(size_t bytes);
 
   // Collective: waits (bounded) for every rank, then stops the loop. Pending
   // operations fail. Called by the destructor when not called explicitly.

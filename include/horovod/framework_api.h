@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define HVD_FRAMEWORK_API_VERSION 1
+#define HVD_FRAMEWORK_API_VERSION 2
 
 typedef struct HvdOp HvdOp;
 
@@ -79,6 +79,10 @@ typedef struct {
   /* Output `index` of a finished allgather, alltoall or reducescatter. */
   int (*output)(HvdOp* op, int index, HvdOutput* out);
   void (*release_output)(void* owner);
+  /* A buffer of `bytes` for a result the caller hands to its framework
+   * (see horovod::Engine::ResultBuffer): `out` gets its data, size and
+   * owner (ndim 0, shape NULL). Nonzero when there is no memory for it. */
+  int (*result_buffer)(void* engine, size_t bytes, HvdOutput* out);
   /* Alltoall: how many rows came from each member; returns the count. */
   int (*received_splits)(const HvdOp* op, const int64_t** splits);
   void (*release)(HvdOp* op);

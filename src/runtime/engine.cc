@@ -187,6 +187,10 @@ void Engine::StopTimeline() { impl_->StopTimeline(); }
 
 EngineMetrics Engine::Metrics() const { return impl_->Metrics(); }
 
+std::shared_ptr<Buffer> Engine::ResultBuffer(size_t bytes) {
+  return impl_->ResultBuffer(bytes);
+}
+
 Status Engine::Shutdown() { return impl_->Shutdown(); }
 
 }  // namespace horovod

@@ -42,6 +42,7 @@
 #include "coordination/wire.h"
 #include "rendezvous/peer_table.h"
 #include "rendezvous/rendezvous.h"
+#include "runtime/buffer_pool.h"
 #include "runtime/drive_counter.h"
 #include "runtime/executor.h"
 #include "runtime/peer_liveness.h"
@@ -134,7 +135,9 @@ class EngineImpl {
       : job_(job),
         knobs_(knobs),
         cache_(knobs.cache_capacity),
-        sets_(job.size) {}
+        sets_(job.size),
+        results_(
+            BufferPool::Make(knobs.keep_freed_memory ? kKeptResultBytes : 0)) {}
 
   ~EngineImpl() { Shutdown(); }
 
@@ -152,6 +155,11 @@ class EngineImpl {
   // again: it has nothing outstanding, and the rank's other threads may
   // now all be waiting.
   void LeaveCensus();
+
+  // See Engine::ResultBuffer.
+  std::shared_ptr<Buffer> ResultBuffer(size_t bytes) {
+    return results_->Acquire(bytes);
+  }
 
   // Several tensors form a group; handles[i] is set for tensors[i].
   Status Enqueue(OpType op, const TensorView* tensors, size_t n,
@@ -366,10 +374,16 @@ class EngineImpl {
   // flag, its TCP links close.
   void StopWaits(const std::string& reason);
 
+  // The most bytes of let-go results kept for reuse (ResultBuffer): a
+  // framework that keeps results alive at once needs that much anyway, and
+  // sizes that never recur stop adding up past this.
+  static constexpr size_t kKeptResultBytes = size_t{1} << 30;
+
   JobInfo job_;
   Knobs knobs_;
   ResponseCache cache_;
   ProcessSetTable sets_;
+  std::shared_ptr<BufferPool> results_;
   TensorQueue queue_;
   std::unique_ptr<LoopbackFabric> fabric_;
   std::unique_ptr<Transport> transport_;

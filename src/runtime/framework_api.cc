@@ -4,6 +4,7 @@
 #include <horovod/framework_api.h>
 
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,21 @@ void ReleaseOutput(void* owner) {
   delete static_cast<std::shared_ptr<Buffer>*>(owner);
 }
 
+int ResultBuffer(void* engine, size_t bytes, HvdOutput* out) {
+  try {
+    auto owner = std::make_unique<std::shared_ptr<Buffer>>(
+        static_cast<Engine*>(engine)->ResultBuffer(bytes));
+    out->data = (*owner)->data();
+    out->bytes = (*owner)->size();
+    out->ndim = 0;
+    out->shape = nullptr;
+    out->owner = owner.release();
+    return 0;
+  } catch (const std::bad_alloc&) {
+    return 1;
+  }
+}
+
 int ReceivedSplits(const HvdOp* op, const int64_t** splits) {
   if (op->handles.empty()) return 0;
   const std::vector<int64_t>& s = op->handles[0].received_splits();
@@ -117,6 +133,7 @@ const HvdFrameworkApi kApi = {
     Rejected,
     Output,
     ReleaseOutput,
+    ResultBuffer,
     ReceivedSplits,
     Release,
     LeaveCensus,

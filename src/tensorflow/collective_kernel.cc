@@ -16,8 +16,10 @@
 // every call.
 // Allreduce and broadcast outputs reuse their input's buffer when TensorFlow
 // allows it; else allreduce reads the input and writes a fresh output (out
-// of place, no copy) and broadcast works on a copy. Engine-allocated
-// outputs (allgather, reducescatter, alltoall) become tensors without a
+// of place, no copy) and broadcast works on a copy. Large allreduce results
+// go out of place to engine result buffers, which are kept for the next
+// call (plan_runner.cc says why). Engine-allocated outputs (allgather,
+// reducescatter, alltoall) and result buffers become tensors without a
 // copy.
 //
 // Kernels are synchronous: TensorFlow's asynchronous C kernels cannot be

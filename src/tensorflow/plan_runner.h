@@ -83,26 +83,49 @@ class PlanRunner {
   static TensorPtr Input(TF_OpKernelContext* ctx, int i);
 
  private:
+  // The owner of a result buffer (HvdFrameworkApi::result_buffer), given
+  // back unless handed over to TensorFlow.
+  struct ResultOwner {
+    const HvdFrameworkApi* api = nullptr;
+    void* owner = nullptr;
+    ResultOwner() = default;
+    ResultOwner(const ResultOwner&) = delete;
+    ResultOwner& operator=(const ResultOwner&) = delete;
+    ~ResultOwner() {
+      if (owner != nullptr) api->release_output(owner);
+    }
+  };
+
   // One input: its tensor, shape and the view the engine gets.
   struct Operand {
     TensorPtr tensor;
     int tf_dtype = 0;
     std::vector<int64_t> shape;
     HvdTensor view{};
+    // An allreduce whose result goes to an engine result buffer (the view's
+    // data, set once the engine is at hand).
+    bool into_result = false;
+    ResultOwner result;
   };
 
   static bool InPlace(int kind);
 
-  // Reads input i; for in-place kinds, also makes output i (the input's own
-  // buffer when TensorFlow can forward it, else a fresh one that allreduce
-  // writes out of place and broadcast works on as a copy) and points the
-  // view at the output.
+  // Reads input i; for in-place kinds, also makes output i and points the
+  // view at it: an allreduce of kResultBufferBytes or more is written out
+  // of place into an engine result buffer; else output i is the input's
+  // own buffer when TensorFlow can forward it, or a fresh one that
+  // allreduce writes out of place and broadcast works on as a copy.
   bool Prepare(int i, int kind, Operand* op);
 
-  // Engine-allocated results become outputs without a copy; alltoall also
-  // outputs the rows received from each member.
+  // Points the views of allreduces into result buffers at buffers of
+  // `engine`; false (and the kernel failed) when there is no memory.
+  bool TakeResultBuffers(const HvdFrameworkApi& api, void* engine,
+                         std::vector<Operand>* operands);
+
+  // Engine-allocated results and result buffers become outputs without a
+  // copy; alltoall also outputs the rows received from each member.
   void SetOutputs(const HvdFrameworkApi& api, const std::vector<HvdOp*>& ops,
-                  const std::vector<Operand>& operands);
+                  std::vector<Operand>* operands);
 
   TF_OpKernelContext* ctx_;
   const Plan& plan_;

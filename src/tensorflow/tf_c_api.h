@@ -25,6 +25,7 @@ enum TfCode {
   kTfOk = 0,
   kTfInvalidArgument = 3,
   kTfDeadlineExceeded = 4,
+  kTfResourceExhausted = 8,
   kTfFailedPrecondition = 9,
   kTfAborted = 10,
   kTfInternal = 13,

@@ -215,6 +215,28 @@ TEST(Engine, FrameworkApiRunsCollectivesThroughTheCTable) {
     api->release(run(args, {oop}));
     if (result[3] != 27.0f || a[3] != 9.0f) *fail += "out of place;";
 
+    // Into a result buffer, which comes back for the next result of its
+    // size once let go of, and not while held.
+    HvdOutput kept{};
+    if (api->result_buffer(e, sizeof(a), &kept) != 0 ||
+        kept.bytes != sizeof(a) || kept.owner == nullptr)
+      *fail += "result buffer;";
+    HvdTensor into{kept.data, static_cast<int>(DataType::kFloat32), 1, four, a};
+    args.name = "c.into_result";
+    api->release(run(args, {into}));
+    if (static_cast<const float*>(kept.data)[3] != 27.0f)
+      *fail += "result buffer values;";
+    HvdOutput held{};
+    if (api->result_buffer(e, sizeof(a), &held) != 0 || held.data == kept.data)
+      *fail += "a held result buffer handed out again;";
+    api->release_output(held.owner);
+    api->release_output(kept.owner);
+    HvdOutput again{};
+    if (api->result_buffer(e, sizeof(a), &again) != 0 ||
+        (again.data != kept.data && again.data != held.data))
+      *fail += "a let-go result buffer not kept;";
+    api->release_output(again.owner);
+
     std::vector<int32_t> rows(2 * (r + 1), r);
     const int64_t shape[2] = {r + 1, 2};
     args.op_type = static_cast<int>(OpType::kAllgather);

@@ -84,6 +84,29 @@ def check_allreduce_leaves_its_input_alone():
         same(x, np.arange(count) % 7 + r)
 
 
+def check_large_results_held_while_more_are_made():
+    # Large results land in buffers the engine keeps for the next result
+    # of their size: one still held is never handed out again (eight held
+    # at once, each made from other values, keep theirs), one let go is.
+    count = 1 << 18  # 1 MiB of float32
+    base = np.arange(count, dtype=np.float32) % 11
+    for mode, wrap in MODES.items():
+        call = wrap(lambda t: hvd.allreduce(t, op=hvd.Sum))
+        held = []
+        for k in range(4):
+            x = tf.constant(base + k * 100 + r)
+            held.append(call(x))
+            held.append(call(x))  # a second result while the first is held
+        for k in range(4):
+            want = (base + k * 100) * n + sum(ranks)
+            for y in held[2 * k:2 * k + 2]:
+                same(y, want)
+        del held
+        for k in range(6):  # let go each time: the values stay right
+            x = tf.constant(base - k + r)
+            same(call(x), (base - k) * n + sum(ranks))
+
+
 def check_allreduce_fp16_compression():
     x = tf.fill([3], 0.5 * (r + 1))
     for wrap in MODES.values():
