@@ -80,16 +80,22 @@ const char* Message(const HvdOp* op) { return op->status.message().c_str(); }
 
 int Rejected(const HvdOp* op) { return op->rejected ? 1 : 0; }
 
+// Hands `buf` out as `out`, its owner a reference of its own.
+void Export(std::shared_ptr<Buffer> buf, const std::vector<int64_t>* shape,
+            HvdOutput* out) {
+  out->data = buf->data();
+  out->bytes = buf->size();
+  out->ndim = shape != nullptr ? static_cast<int>(shape->size()) : 0;
+  out->shape = shape != nullptr ? shape->data() : nullptr;
+  out->owner = new std::shared_ptr<Buffer>(std::move(buf));
+}
+
 int Output(HvdOp* op, int index, HvdOutput* out) {
   if (index < 0 || index >= static_cast<int>(op->handles.size())) return 1;
   const Handle& h = op->handles[index];
   std::shared_ptr<Buffer> buf = h.output();
   if (!buf) return 1;
-  out->data = buf->data();
-  out->bytes = buf->size();
-  out->ndim = static_cast<int>(h.output_shape().size());
-  out->shape = h.output_shape().data();
-  out->owner = new std::shared_ptr<Buffer>(std::move(buf));
+  Export(std::move(buf), &h.output_shape(), out);
   return 0;
 }
 
@@ -99,13 +105,7 @@ void ReleaseOutput(void* owner) {
 
 int ResultBuffer(void* engine, size_t bytes, HvdOutput* out) {
   try {
-    auto owner = std::make_unique<std::shared_ptr<Buffer>>(
-        static_cast<Engine*>(engine)->ResultBuffer(bytes));
-    out->data = (*owner)->data();
-    out->bytes = (*owner)->size();
-    out->ndim = 0;
-    out->shape = nullptr;
-    out->owner = owner.release();
+    Export(static_cast<Engine*>(engine)->ResultBuffer(bytes), nullptr, out);
     return 0;
   } catch (const std::bad_alloc&) {
     return 1;

@@ -70,6 +70,16 @@ void ReleaseOutput(void*, size_t, void* arg) {
   delete o;
 }
 
+// Makes output `i` a tensor over engine memory that `owner` keeps alive,
+// handing `owner` to TensorFlow.
+void SetEngineOutput(TF_OpKernelContext* ctx, const HvdFrameworkApi& api, int i,
+                     int tf_dtype, const int64_t* shape, int ndim, void* data,
+                     size_t bytes, void* owner, TF_Status* st) {
+  TensorPtr t(TF_NewTensor(tf_dtype, shape, ndim, data, bytes, ReleaseOutput,
+                           new OutputOwner{&api, owner}));
+  TF_SetOutput(ctx, i, t.get(), st);
+}
+
 }  // namespace
 
 void Fail(TF_OpKernelContext* ctx, int code, const std::string& message) {
@@ -258,12 +268,11 @@ void PlanRunner::SetOutputs(const HvdFrameworkApi& api,
       for (int i = unit.first; i < unit.first + unit.count && st.ok(); ++i) {
         Operand& op = (*operands)[i];
         if (op.result.owner == nullptr) continue;
-        TensorPtr t(TF_NewTensor(
-            op.tf_dtype, op.shape.data(), static_cast<int>(op.shape.size()),
-            op.view.data, TF_TensorByteSize(op.tensor.get()), ReleaseOutput,
-            new OutputOwner{&api, op.result.owner}));
+        void* owner = op.result.owner;
         op.result.owner = nullptr;  // TensorFlow's now
-        TF_SetOutput(ctx_, i, t.get(), st.s);
+        SetEngineOutput(ctx_, api, i, op.tf_dtype, op.shape.data(),
+                        static_cast<int>(op.shape.size()), op.view.data,
+                        TF_TensorByteSize(op.tensor.get()), owner, st.s);
       }
       continue;
     }
@@ -274,10 +283,8 @@ void PlanRunner::SetOutputs(const HvdFrameworkApi& api,
         break;
       }
       const int i = unit.first + j;
-      TensorPtr t(TF_NewTensor((*operands)[i].tf_dtype, out.shape, out.ndim,
-                               out.data, out.bytes, ReleaseOutput,
-                               new OutputOwner{&api, out.owner}));
-      TF_SetOutput(ctx_, i, t.get(), st.s);
+      SetEngineOutput(ctx_, api, i, (*operands)[i].tf_dtype, out.shape,
+                      out.ndim, out.data, out.bytes, out.owner, st.s);
     }
     if (unit.kind == kAlltoall && st.ok()) {
       const int64_t* received = nullptr;
