@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # The test suite: C++ (GoogleTest through ctest, warnings as errors) and
 # Python (pytest, multi-rank through horovodrun, mpirun and torchrun).
+#
+#   bash scripts/test.sh         # what CI runs
+#   bash scripts/test.sh --all   # also the tests marked slow
 set -euo pipefail
+SLOW=""
+case "${1:-}" in
+  --all) SLOW=--run-slow ;;
+  "") ;;
+  *) echo "usage: $0 [--all]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
@@ -32,4 +41,4 @@ ctest --preset tsan -j2
 bash scripts/fuzz.sh 60
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-python3 -m pytest tests/python -v -rs -p no:cacheprovider --timeout=300
+python3 -m pytest tests/python -v -rs -p no:cacheprovider --timeout=300 $SLOW

@@ -214,7 +214,13 @@ TEST(HierarchicalAllreduce, SegmentedRunsPipelineTheHostAndCrossPhases) {
         for (int64_t count : {from, from + 13})
           Check(c, count, DataType::kFloat32, ReduceOp::kSum,
                 Hierarchy{true, true, overlap, striped});
-  // Large enough for more segments than kSegments.
+}
+
+// A run longer than kSegments segments of kMaxSegmentBytes takes more
+// segments: the same results. A test of its own so that a parallel ctest
+// runs it beside the one above; each moves hundreds of MiB, slow under
+// ThreadSanitizer.
+TEST(HierarchicalAllreduce, ALongRunTakesMoreThanKSegments) {
   const int64_t big =
       HierarchicalGroup::kSegments * HierarchicalGroup::kMaxSegmentBytes;
   Check(kCases[0], big + 3, DataType::kUInt8, ReduceOp::kMax,

@@ -13,6 +13,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKERS = os.path.join(HERE, "workers")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run-slow", action="store_true", default=False,
+        help="also run the tests marked slow (scripts/test.sh --all)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: a costlier repeat of behaviour that tests of the "
+        "default run already cover (another rank count, backend or "
+        "transport, or hosts); runs with --run-slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: runs with --run-slow "
+                                   "(scripts/test.sh --all)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 def worker(name):
     return os.path.join(WORKERS, name)
 

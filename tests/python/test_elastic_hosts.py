@@ -99,6 +99,7 @@ def test_a_host_taken_away_leaves_the_job_on_the_rest(hosts, tmp_path):
           % (resumed["t"] - at))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_host_that_keeps_failing_is_blacklisted_then_readmitted(hosts,
                                                                   tmp_path):

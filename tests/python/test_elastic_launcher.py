@@ -169,7 +169,9 @@ def test_a_failing_discovery_script_is_named(tmp_path):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
+@pytest.mark.parametrize("backend", [
+    "tensorflow", pytest.param("torch", marks=pytest.mark.slow),
+    pytest.param("jax", marks=pytest.mark.slow)])
 def test_a_keras_job_survives_a_killed_worker(backend):
     pytest.importorskip("keras")
     pytest.importorskip(backend)

@@ -9,7 +9,7 @@ pytest.importorskip("jax")
 pytest.importorskip("optax")
 
 
-@pytest.mark.parametrize("np", [2, 3])
+@pytest.mark.parametrize("np", [2, pytest.param(3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("check", check_names("jax"))
 def test_jax(check, np):
     assert_check_passed("jax", check, np)

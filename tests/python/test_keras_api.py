@@ -16,6 +16,7 @@ def test_keras(check, backend):
     assert_check_passed("keras", check, 2, {"KERAS_BACKEND": backend})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", check_names("keras"))
 def test_keras_three_ranks(check):
     assert_check_passed("keras", check, 3, {"KERAS_BACKEND": "tensorflow"})

@@ -202,9 +202,10 @@ def test_horovodrun_forwards_sigterm_to_every_rank(tmp_path):
 # Allgather with empty ranks, half precision NaN/Inf,
 # 10,000 tiny tensors a step for 20 steps (results checked every step,
 # resident memory growth from the fifth step on under 10%), over shared
-# memory and over TCP. Three ranks on two cores: each step takes about a
-# second.
-@pytest.mark.parametrize("transport", ["shm", "tcp"])
+# memory and (marked slow) over TCP. Three ranks on two cores: each step
+# takes about a second.
+@pytest.mark.parametrize(
+    "transport", ["shm", pytest.param("tcp", marks=pytest.mark.slow)])
 def test_bad_values_and_many_tiny_tensors(transport):
     env = {"HOROVOD_SHM_DISABLE": "1" if transport == "tcp" else "0"}
     res = horovodrun(3, "load.py", 20, 10000, timeout=280, env=env)

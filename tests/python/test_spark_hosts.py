@@ -131,6 +131,7 @@ def cluster(hosts, tmp_path_factory):  # noqa: F811 - the imported fixture
             log.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ranks_on_executors_of_two_hosts_train_and_score(cluster):
     script = cluster / "driver.py"

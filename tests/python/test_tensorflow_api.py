@@ -13,13 +13,13 @@ from conftest import assert_check_passed, check_names, example_accuracy
 pytest.importorskip("tensorflow")
 
 
-@pytest.mark.parametrize("np", [2, 3])
+@pytest.mark.parametrize("np", [2, pytest.param(3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("check", check_names("tf_collectives"))
 def test_collectives(check, np):
     assert_check_passed("tf_collectives", check, np)
 
 
-@pytest.mark.parametrize("np", [2, 3])
+@pytest.mark.parametrize("np", [2, pytest.param(3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("check", check_names("tf_training"))
 def test_gradients_and_training(check, np):
     assert_check_passed("tf_training", check, np)
