@@ -108,6 +108,28 @@ void ToView(const nb::dlpack::dltensor& t, int rank, TensorView* out) {
   for (size_t i = 0; i < ndim; ++i) v.shape[i] = t.shape[i];
 }
 
+namespace {
+
+// Where a tensor lies, as errors name it.
+std::string Place(const TensorView& t) {
+  return t.device < 0 ? "CPU" : "device " + std::to_string(t.device);
+}
+
+}  // namespace
+
+void CheckSource(const TensorView& source, const TensorView& out, int rank) {
+  if (source.dtype == out.dtype && source.shape == out.shape &&
+      source.device == out.device)
+    return;
+  throw nb::value_error(
+      ("an out-of-place allreduce's input must match its output (rank " +
+       std::to_string(rank) + "): input " + DataTypeName(source.dtype) + " " +
+       ShapeString(source.shape) + " on " + Place(source) + ", output " +
+       DataTypeName(out.dtype) + " " + ShapeString(out.shape) + " on " +
+       Place(out))
+          .c_str());
+}
+
 nb::dlpack::dltensor TensorOf(const nb::ndarray<>& a) {
   nb::dlpack::dltensor t;
   t.data = a.data();

@@ -42,6 +42,10 @@ inline bool IsCompact(const nanobind::dlpack::dltensor& t) {
 void ToView(const nanobind::dlpack::dltensor& t, int rank, TensorView* out);
 TensorView ToView(const nanobind::ndarray<>& a, int rank);
 
+// Raises ValueError unless `source` can be read as `out`'s input in an
+// out-of-place allreduce: the same dtype, shape and device.
+void CheckSource(const TensorView& source, const TensorView& out, int rank);
+
 // The DLPack tensor behind an imported ndarray.
 nanobind::dlpack::dltensor TensorOf(const nanobind::ndarray<>& a);
 

@@ -42,10 +42,12 @@ Handle* HandleTable::Reserve() {
   return &ring_[static_cast<size_t>(next_) & (ring_.size() - 1)].one;
 }
 
-int64_t HandleTable::FileReserved(nb::handle finish, nb::handle arrays) {
+int64_t HandleTable::FileReserved(nb::handle finish, nb::handle arrays,
+                                  nb::handle source) {
   Entry& e = ring_[static_cast<size_t>(next_) & (ring_.size() - 1)];
   if (finish.is_valid() && !finish.is_none()) e.finish = finish.inc_ref().ptr();
   e.arrays = arrays.inc_ref().ptr();
+  if (source.is_valid()) e.source = source.inc_ref().ptr();
   return next_++;
 }
 

@@ -45,11 +45,14 @@ class HandleTable {
   // `finish` needs it, in two calls: Reserve gives the handle the next
   // number will hold, for the caller to enqueue into where it lies (so
   // filing moves no handle); FileReserved files it, taking references to
-  // `finish` (None or null: none) and `arrays`. A reserved handle left
+  // `finish` (None or null: none), `arrays` and `source` (null: none; an
+  // out-of-place operation's input, kept alive until collected, as the
+  // engine reads it until the handle finishes). A reserved handle left
   // unset (a refused enqueue) files nothing. Nothing else may file or
   // collect between the two.
   Handle* Reserve();
-  int64_t FileReserved(nanobind::handle finish, nanobind::handle arrays);
+  int64_t FileReserved(nanobind::handle finish, nanobind::handle arrays,
+                       nanobind::handle source = nanobind::handle());
   // The engine that enqueue_one submits to (null before init and after
   // shutdown), bound by the adapter's engine listener so that a call
   // passes no engine and reads no property; `owner` is the Python object
@@ -80,23 +83,27 @@ class HandleTable {
     PyObject* core = nullptr;    // Add's sequence of handles
     PyObject* finish = nullptr;  // null: the result is `arrays`
     PyObject* arrays = nullptr;
+    PyObject* source = nullptr;  // null: in place
     Entry() = default;
     Entry(Entry&& o) noexcept
         : one(std::move(o.one)),
           core(std::exchange(o.core, nullptr)),
           finish(std::exchange(o.finish, nullptr)),
-          arrays(std::exchange(o.arrays, nullptr)) {}
+          arrays(std::exchange(o.arrays, nullptr)),
+          source(std::exchange(o.source, nullptr)) {}
     Entry& operator=(Entry&& o) noexcept {
       std::swap(one, o.one);
       std::swap(core, o.core);
       std::swap(finish, o.finish);
       std::swap(arrays, o.arrays);
+      std::swap(source, o.source);
       return *this;
     }
     ~Entry() {
       Py_XDECREF(core);
       Py_XDECREF(finish);
       Py_XDECREF(arrays);
+      Py_XDECREF(source);
     }
     // Holds a number's entry: every filed one has its handle or handles
     // (a ring slot moved out of holds neither).

@@ -55,7 +55,9 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
                       const nb::dlpack::dltensor& tensor, nb::handle keep,
                       nb::handle finish, std::string_view prefix,
                       std::string_view name, int reduce_op, double prescale,
-                      double postscale, int root, int process_set) {
+                      double postscale, int root, int process_set,
+                      const nb::dlpack::dltensor* source,
+                      nb::handle source_keep) {
   PyEngine* pe = table.engine();
   if (pe == nullptr)
     throw nb::value_error("Horovod has not been initialized; use hvd.init().");
@@ -65,6 +67,12 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
   try {
     eng = &pe->get();
     dlpack::ToView(tensor, pe->rank, &view);
+    view.input = nullptr;
+    if (source != nullptr) {
+      dlpack::ToView(*source, pe->rank, &pe->source);
+      dlpack::CheckSource(pe->source, view, pe->rank);
+      view.input = pe->source.data;
+    }
   } catch (const nb::builtin_exception& x) {
     table.RaiseInvalidArgument(x.what());
   }
@@ -72,25 +80,43 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
   SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
   Status st = eng->Enqueue(op, view, args, table.Reserve());
   if (!st.ok()) table.Raise(st);
-  return table.FileReserved(finish, keep);
+  return table.FileReserved(finish, keep, source_keep);
 }
+
+namespace {
+
+// The DLPack tensor of `array` (a capsule read in place, or an exporter
+// imported into `*imported`, which the caller keeps alive while it reads);
+// `*storage` holds an imported one's description.
+const nb::dlpack::dltensor* TensorOfArray(nb::handle array,
+                                          nb::ndarray<>* imported,
+                                          nb::dlpack::dltensor* storage) {
+  const nb::dlpack::dltensor* tensor = dlpack::CapsuleTensor(array);
+  if (tensor != nullptr) return tensor;
+  if (!nb::try_cast(array, *imported))
+    throw nb::type_error(
+        "expected a DLPack capsule or an object with __dlpack__");
+  *storage = dlpack::TensorOf(*imported);
+  return storage;
+}
+
+}  // namespace
 
 int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
                    nb::handle keep, nb::handle finish, std::string_view prefix,
                    std::string_view name, int reduce_op, double prescale,
-                   double postscale, int root, int process_set) {
-  nb::ndarray<> imported;  // alive while the tensor is read
-  nb::dlpack::dltensor from_import;
-  const nb::dlpack::dltensor* tensor = dlpack::CapsuleTensor(array);
-  if (tensor == nullptr) {
-    if (!nb::try_cast(array, imported))
-      throw nb::type_error(
-          "expected a DLPack capsule or an object with __dlpack__");
-    from_import = dlpack::TensorOf(imported);
-    tensor = &from_import;
-  }
+                   double postscale, int root, int process_set,
+                   nb::handle source) {
+  nb::ndarray<> imported, imported_source;  // alive while the tensors are read
+  nb::dlpack::dltensor storage, source_storage;
+  const nb::dlpack::dltensor* tensor =
+      TensorOfArray(array, &imported, &storage);
+  const nb::dlpack::dltensor* from = nullptr;
+  if (source.is_valid() && !source.is_none())
+    from = TensorOfArray(source, &imported_source, &source_storage);
   return EnqueueTensor(table, op, *tensor, keep, finish, prefix, name,
-                       reduce_op, prescale, postscale, root, process_set);
+                       reduce_op, prescale, postscale, root, process_set, from,
+                       from != nullptr ? source : nb::handle());
 }
 
 }  // namespace horovod

@@ -31,6 +31,7 @@ struct PyEngine {
   // which costs a lookup each use in a shared library (the GIL orders the
   // calls).
   TensorView view;
+  TensorView source;  // an out-of-place allreduce's input, checked here
   CollectiveArgs args;
   Engine& get() {
     if (!engine) throw nanobind::value_error("Horovod has been shut down");
@@ -50,21 +51,27 @@ void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
 // number, which it returns. The name is `prefix`.`name` (just `prefix` when
 // `name` is empty). The table takes a reference to `keep`, which stays
 // referenced until synchronize and is its result when `finish` is None or
-// null. Raises the table's error types.
+// null. A non-null `source` makes an allreduce out of place: it is read,
+// and the result written to `tensor`, which must match its dtype, shape
+// and device; the table keeps `source_keep` (what holds its memory)
+// referenced until synchronize. Raises the table's error types.
 int64_t EnqueueTensor(HandleTable& table, OpType op,
                       const nanobind::dlpack::dltensor& tensor,
                       nanobind::handle keep, nanobind::handle finish,
                       std::string_view prefix, std::string_view name,
                       int reduce_op, double prescale, double postscale,
-                      int root, int process_set);
+                      int root, int process_set,
+                      const nanobind::dlpack::dltensor* source = nullptr,
+                      nanobind::handle source_keep = nanobind::handle());
 
-// EnqueueTensor for `array`: a DLPack capsule, read in place, or any other
-// DLPack exporter, imported by nanobind.
+// EnqueueTensor for `array` and, unless None, `source`: each a DLPack
+// capsule, read in place, or any other DLPack exporter, imported by
+// nanobind.
 int64_t EnqueueOne(HandleTable& table, OpType op, nanobind::handle array,
                    nanobind::handle keep, nanobind::handle finish,
                    std::string_view prefix, std::string_view name,
                    int reduce_op, double prescale, double postscale, int root,
-                   int process_set);
+                   int process_set, nanobind::handle source);
 
 }  // namespace horovod
 

@@ -138,30 +138,39 @@ class Collectives:
 
     def enqueue(self, op, arrays, prefix, name, finish, reduce_op=Sum,
                 prescale=1.0, postscale=1.0, root=0, splits=(),
-                process_set=global_process_set, export=None):
+                process_set=global_process_set, export=None, sources=None):
         """Starts one operation over `arrays` (a group when several) and
         returns its handle number; synchronize() then returns
         finish(core_handles). `export`, when given, turns an array into
         the DLPack capsule the engine reads, for frameworks with a faster
-        way to make one than the array's ``__dlpack__``."""
+        way to make one than the array's ``__dlpack__``. An allreduce with
+        `sources` (one per array, each of its array's dtype and shape, and
+        a `finish`) is out of place: the engine reads each source and
+        writes the result into its array; the sources stay alive until
+        synchronize."""
         engine = self._basics.engine
         ps = self.process_set_id(process_set)
         arrays = list(arrays)
         full_name = op_name(prefix, name, 0 if name else self.unnamed_number(ps))
+        keep = arrays
         if export is None:
             views, bits = _bfloat16_as_bits(arrays)
+            froms = _bfloat16_as_bits(list(sources))[0] if sources else []
         else:
             views, bits = [export(a) for a in arrays], []
+            froms = [export(a) for a in sources] if sources else []
+        if sources:
+            keep = (arrays, list(sources))
         core = engine_call(engine.enqueue, op.value, views, full_name,
                            int(reduce_op),
                            float(prescale), float(postscale), int(root),
                            [int(s) for s in splits] if splits else [], ps,
-                           bits)
-        return self.handles.add(core, finish, arrays)
+                           bits, froms)
+        return self.handles.add(core, finish, keep)
 
     def enqueue_one(self, op, capsule, keep, prefix, name, finish,
                     reduce_op=Sum, prescale=1.0, postscale=1.0, root=0,
-                    process_set=global_process_set):
+                    process_set=global_process_set, source=None):
         """enqueue for one array already exported as a DLPack `capsule`
         (`keep`: what must stay alive until synchronize, and its result
         when `finish` is None), with no splits: the per-call path of the
@@ -170,7 +179,10 @@ class Collectives:
         an enum member's value costs more than the rest). A caller with a
         non-empty str name, on the global process set, may call
         ``handles.enqueue_one`` itself with process set 0: this adds only
-        the unnamed numbering and the process set's lookup."""
+        the unnamed numbering and the process set's lookup. An allreduce
+        with a `source` (a DLPack capsule of the same dtype and shape) is
+        out of place: the engine reads `source` and writes the result into
+        `capsule`'s memory, and `source` stays alive until synchronize."""
         ps = 0 if process_set is global_process_set else \
             self.process_set_id(process_set)
         if not name:  # the engine joins prefix and name (op_name's form)
@@ -179,7 +191,7 @@ class Collectives:
             name = str(name)
         return self.handles.enqueue_one(
             op, capsule, keep, finish, prefix, name, reduce_op, prescale,
-            postscale, root, ps)
+            postscale, root, ps, source)
 
     def allreduce_async_function(self, export, fallback):
         """An adapter's in-place ``allreduce_async_(tensor, average, name,

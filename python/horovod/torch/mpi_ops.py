@@ -119,9 +119,20 @@ allreduce_async_ = _collectives.allreduce_async_function(_to_dlpack,
 def allreduce_async(tensor, average=None, name=None, op=None,
                     prescale_factor=1.0, postscale_factor=1.0,
                     process_set=global_process_set):
-    output = tensor.detach().clone(memory_format=torch.contiguous_format)
-    return allreduce_async_(output, average, name, op, prescale_factor,
-                            postscale_factor, process_set)
+    if not tensor.is_contiguous():  # the copy a strided input needs anyway
+        output = tensor.detach().contiguous()
+        return allreduce_async_(output, average, name, op, prescale_factor,
+                                postscale_factor, process_set)
+    # Out of place in the engine, which reads the input where it lies: a
+    # copy into the result first would cost a pass over the data and, with
+    # torch's default threads, a parallel copy whose workers keep spinning
+    # on the cores the exchange needs.
+    source = tensor.detach()
+    output = torch.empty_like(source, memory_format=torch.contiguous_format)
+    return _collectives.enqueue_one(
+        _ALLREDUCE, _to_dlpack(output), output, "allreduce", name, None,
+        resolve_op(average, op), prescale_factor, postscale_factor,
+        process_set=process_set, source=_to_dlpack(source))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -172,10 +183,16 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
 def grouped_allreduce_async(tensors, average=None, name=None, op=None,
                             prescale_factor=1.0, postscale_factor=1.0,
                             process_set=global_process_set):
-    outs = [t.detach().clone(memory_format=torch.contiguous_format)
-            for t in tensors]
-    return grouped_allreduce_async_(outs, average, name, op, prescale_factor,
-                                    postscale_factor, process_set)
+    # Out of place in the engine, as allreduce_async; strided inputs are
+    # copied, as the engine reads compact ones only.
+    sources = [t.detach() if t.is_contiguous() else t.detach().contiguous()
+               for t in tensors]
+    outs = [torch.empty_like(t, memory_format=torch.contiguous_format)
+            for t in sources]
+    return _enqueue(
+        _OP.allreduce, outs, "grouped_allreduce", name, lambda _: outs,
+        resolve_op(average, op), prescale_factor, postscale_factor,
+        process_set=process_set, sources=sources)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None,

@@ -54,6 +54,60 @@ def check_allreduce_in_place_large():
           * sum(k + 1 for k in ranks))
 
 
+
+def check_allreduce_out_of_place_reads_the_input_where_it_lies():
+    # Large enough for the staged shared-memory path and its blocks: the
+    # result lands in a tensor of its own, the input stays as it was.
+    total = sum(k + 1 for k in ranks)
+    x = torch.arange(3_000_001, dtype=torch.float32) % 97 * (r + 1)
+    y = hvd.allreduce(x, op=hvd.Average, name="oop.large")
+    assert y.data_ptr() != x.data_ptr() and y.is_contiguous()
+    close(y, torch.arange(3_000_001, dtype=torch.float32) % 97 * total / n)
+    close(x, torch.arange(3_000_001, dtype=torch.float32) % 97 * (r + 1))
+    # An input the caller lets go of at once is read all the same: the
+    # handle keeps it alive until synchronize.
+    h = hvd.allreduce_async(torch.full((1 << 20,), float(r + 1)), op=hvd.Sum,
+                            name="oop.dropped")
+    close(hvd.synchronize(h), torch.full((1 << 20,), float(total)))
+    # A strided input, and one that requires grad.
+    nc = (torch.ones(6, 4) * (r + 1))[:, ::2]
+    close(hvd.allreduce(nc, op=hvd.Sum), torch.full((6, 2), float(total)))
+    w = torch.full((5,), float(r + 1), requires_grad=True)
+    close(hvd.allreduce(w, op=hvd.Sum, name="oop.leaf"),
+          torch.full((5,), float(total)))
+    assert w.grad is None and float(w[0]) == r + 1
+    # The grouped form: a large tensor, a strided one and a float64 one,
+    # each reduced into a tensor of its own, the inputs untouched.
+    xs = [torch.arange(1_000_003, dtype=torch.float32) % 13 * (r + 1),
+          (torch.ones(4, 6) * (r + 1))[:, 1::3],
+          torch.full((7,), float(r + 1), dtype=torch.float64)]
+    outs = hvd.grouped_allreduce(xs, op=hvd.Sum, name="oop.group")
+    close(outs[0], torch.arange(1_000_003, dtype=torch.float32) % 13 * total)
+    close(outs[1], torch.full((4, 2), float(total)))
+    close(outs[2], torch.full((7,), float(total), dtype=torch.float64))
+    assert all(o.data_ptr() != x.data_ptr() for o, x in zip(outs, xs))
+    close(xs[0], torch.arange(1_000_003, dtype=torch.float32) % 13 * (r + 1))
+    close(xs[2], torch.full((7,), float(r + 1), dtype=torch.float64))
+
+
+def check_allreduce_out_of_place_input_must_match_the_output():
+    # Refused on every rank, naming both tensors and the rank, before
+    # anything is submitted; the job goes on.
+    from horovod.torch import mpi_ops
+    out = torch.zeros(4)
+    for source, what in ((torch.zeros(5), "float32 [5]"),
+                         (torch.zeros(4, dtype=torch.float64), "float64 [4]")):
+        try:
+            mpi_ops._collectives.enqueue_one(
+                mpi_ops._ALLREDUCE, mpi_ops._to_dlpack(out), out, "allreduce",
+                "oop.mismatch", None, source=mpi_ops._to_dlpack(source))
+            raise AssertionError("a mismatched input was accepted")
+        except hvd.HorovodInvalidArgumentError as e:
+            assert ("an out-of-place allreduce's input must match its output "
+                    "(rank %d): input %s on CPU, output float32 [4] on CPU"
+                    % (r, what)) in str(e), str(e)
+    close(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.full((3,), n))
+
 def check_allreduce_in_place_returns_the_tensor_itself():
     # Also for a leaf that requires grad (written as through a detached
     # view); the async form's handle returns the same object.
