@@ -36,6 +36,13 @@ enum class ReduceOp : uint8_t {
   kProduct = 5,
 };
 
+// A reduce op as frameworks pass it, an int: one outside uint8's range
+// becomes 255, which no op is, rather than wrapping onto a real one, so
+// that the engine refuses it at enqueue.
+inline ReduceOp ReduceOpFromInt(int v) {
+  return static_cast<ReduceOp>(v >= 0 && v <= 255 ? v : 255);
+}
+
 enum class OpType : uint8_t {
   kAllreduce = 0,
   kAllgather = 1,

@@ -23,7 +23,7 @@ void PyEngine::Stop() {
 
 void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
              double postscale, int root, int process_set) {
-  args->op = static_cast<ReduceOp>(reduce_op);
+  args->op = ReduceOpFromInt(reduce_op);
   args->prescale = prescale;
   args->postscale = postscale;
   args->root = root;

@@ -51,7 +51,7 @@ HvdOp* Start(void* engine, const HvdOpArgs* a, const HvdTensor* tensors,
   if (st.ok()) {
     CollectiveArgs args;
     args.name = a->name ? a->name : "";
-    args.op = static_cast<ReduceOp>(a->reduce_op);
+    args.op = ReduceOpFromInt(a->reduce_op);
     args.prescale = a->prescale;
     args.postscale = a->postscale;
     args.root = a->root;

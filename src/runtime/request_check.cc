@@ -26,6 +26,14 @@ Status CheckRequest(OpType op, const TensorView& t, const CollectiveArgs& args,
                     "only, not ") +
         OpTypeName(op) + where());
   const bool reduces = op == OpType::kAllreduce || op == OpType::kReducescatter;
+  // Checked here, not only where a peer's request is decoded: there an
+  // unknown op is a malformed message, which ends the job.
+  if (reduces && args.op > ReduceOp::kProduct)
+    return Status::InvalidArgument(
+        "unknown reduce op " + std::to_string(static_cast<int>(args.op)) +
+        "; the ops are Average (0), Sum (1), Adasum (2), Min (3), Max (4) "
+        "and Product (5)" +
+        where());
   if (reduces && args.op == ReduceOp::kAdasum) {
     if (op != OpType::kAllreduce)
       return Status::InvalidArgument(

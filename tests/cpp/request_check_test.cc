@@ -55,6 +55,30 @@ TEST(CheckRequest, RefusesWhatCannotRunNamingRankAndTensor) {
           .ok());
 }
 
+TEST(CheckRequest, UnknownReduceOpsAreRefusedBeforeTheyReachThePeers) {
+  float f[4] = {};
+  CollectiveArgs args;
+  args.op = ReduceOpFromInt(99);
+  ExpectRefused(
+      Check(OpType::kAllreduce, {f, DataType::kFloat32, {4}}, args, {0, 1}),
+      "unknown reduce op 99; the ops are Average (0), Sum (1)");
+  ExpectRefused(
+      Check(OpType::kReducescatter, {f, DataType::kFloat32, {4}}, args, {0, 1}),
+      "unknown reduce op 99");
+  // Ints past uint8 do not wrap onto a real op.
+  EXPECT_EQ(ReduceOpFromInt(-1), ReduceOpFromInt(255));
+  EXPECT_EQ(ReduceOpFromInt(257), ReduceOpFromInt(255));
+  EXPECT_EQ(ReduceOpFromInt(5), ReduceOp::kProduct);
+  args.op = ReduceOpFromInt(256);
+  ExpectRefused(
+      Check(OpType::kAllreduce, {f, DataType::kFloat32, {4}}, args, {0, 1}),
+      "unknown reduce op 255");
+  // Ops that reduce nothing ignore the field.
+  EXPECT_TRUE(
+      Check(OpType::kAllgather, {f, DataType::kFloat32, {4}}, args, {0, 1})
+          .ok());
+}
+
 TEST(CheckRequest, AlltoallSplitsAreCheckedAndFilledIn) {
   float f[6] = {};
   CollectiveArgs args;

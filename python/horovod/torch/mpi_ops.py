@@ -127,12 +127,18 @@ def allreduce_async(tensor, average=None, name=None, op=None,
     # copy into the result first would cost a pass over the data and, with
     # torch's default threads, a parallel copy whose workers keep spinning
     # on the cores the exchange needs.
-    source = tensor.detach()
-    output = torch.empty_like(source, memory_format=torch.contiguous_format)
+    # (torch's DLPack export takes a tensor that requires grad as it is,
+    # and empty_like's result requires none.)
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    if process_set is global_process_set and type(name) is str and name:
+        return _handles.enqueue_one(
+            _ALLREDUCE, _to_dlpack(output), output, None, "allreduce", name,
+            resolve_op(average, op), prescale_factor, postscale_factor, 0, 0,
+            _to_dlpack(tensor))
     return _collectives.enqueue_one(
         _ALLREDUCE, _to_dlpack(output), output, "allreduce", name, None,
         resolve_op(average, op), prescale_factor, postscale_factor,
-        process_set=process_set, source=_to_dlpack(source))
+        process_set=process_set, source=_to_dlpack(tensor))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,

@@ -35,6 +35,23 @@ def check_shape_mismatch_fails_every_rank_naming_both():
     works()
 
 
+def check_unknown_reduce_op_is_refused_on_every_rank():
+    # Refused at enqueue, on every path a reduce op takes (in place by
+    # name and unnamed, out of place, grouped, reducescatter), before any
+    # peer sees it: the job goes on.
+    for bad in (99, -1, 256):
+        shown = "unknown reduce op %d" % (bad if 0 <= bad <= 255 else 255)
+        for call in (
+                lambda: hvd.allreduce_(torch.ones(3), name="badop", op=bad),
+                lambda: hvd.allreduce_(torch.ones(3), op=bad),
+                lambda: hvd.allreduce(torch.ones(3), name="badop", op=bad),
+                lambda: hvd.grouped_allreduce([torch.ones(3)], op=bad),
+                lambda: hvd.reducescatter(torch.ones(4), op=bad)):
+            e = expect(hvd.HorovodInvalidArgumentError, shown, call)
+            assert "(rank %d" % r in str(e), str(e)
+    works()
+
+
 def check_dtype_op_root_scale_mismatches():
     dt = torch.float32 if r == 0 else torch.float64
     e = expect(hvd.HorovodInternalError, "Mismatched data types",

@@ -201,6 +201,10 @@ def check_errors_name_value_and_rank():
         jnp.ones(n)), "even splits", "rank %d" % r)
     raises(ValueError, lambda: hvd.alltoall(jnp.ones(2), [0.5, 1.5]),
            "integers")
+    for wrap in MODES.values():  # eagerly and in jit
+        raises(Exception, lambda: wrap(lambda t: hvd.allreduce(
+            t, op=99, name="badop"))(jnp.ones(2)).block_until_ready(),
+            "unknown reduce op 99", "rank %d" % r)
     same(hvd.allreduce(jnp.ones(2), op=hvd.Sum), [n] * 2)  # still working
 
 

@@ -57,6 +57,15 @@ def check_bad_input_names_value_and_rank():
            "not registered")
     raises(ValueError, lambda: hvd.broadcast_([tf.ones([2])], 0), "variables",
            "rank %d" % r)
+    # An unknown reduce op, eagerly and in a function, before any peer
+    # sees it.
+    raises(hvd.HorovodInvalidArgumentError,
+           lambda: hvd.allreduce(tf.ones([2]), op=99, name="badop"),
+           "unknown reduce op 99", "rank %d" % r)
+    raises(tf.errors.InvalidArgumentError,
+           tf.function(lambda: hvd.allreduce(tf.ones([2]), op=99,
+                                             name="badop.f")),
+           "unknown reduce op 99", "rank %d" % r)
     still_working()
 
 
