@@ -126,9 +126,8 @@ def allreduce_async(tensor, average=None, name=None, op=None,
     # Out of place in the engine, which reads the input where it lies: a
     # copy into the result first would cost a pass over the data and, with
     # torch's default threads, a parallel copy whose workers keep spinning
-    # on the cores the exchange needs.
-    # (torch's DLPack export takes a tensor that requires grad as it is,
-    # and empty_like's result requires none.)
+    # on the cores the exchange needs. torch's DLPack export takes a tensor
+    # that requires grad as it is, and empty_like's result requires none.
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
     if process_set is global_process_set and type(name) is str and name:
         return _handles.enqueue_one(
