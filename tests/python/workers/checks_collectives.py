@@ -68,7 +68,9 @@ def check_allreduce_out_of_place_reads_the_input_where_it_lies():
     # handle keeps it alive until synchronize.
     h = hvd.allreduce_async(torch.full((1 << 20,), float(r + 1)), op=hvd.Sum,
                             name="oop.dropped")
+    junk = torch.full((1 << 20,), -1.0)  # would take a freed input's memory
     close(hvd.synchronize(h), torch.full((1 << 20,), float(total)))
+    del junk
     # A strided input, and one that requires grad.
     nc = (torch.ones(6, 4) * (r + 1))[:, ::2]
     close(hvd.allreduce(nc, op=hvd.Sum), torch.full((6, 2), float(total)))
