@@ -26,9 +26,10 @@ Status CheckRequest(OpType op, const TensorView& t, const CollectiveArgs& args,
                     "only, not ") +
         OpTypeName(op) + where());
   const bool reduces = op == OpType::kAllreduce || op == OpType::kReducescatter;
-  // Checked here, not only where a peer's request is decoded: there an
-  // unknown op is a malformed message, which ends the job.
-  if (reduces && args.op > ReduceOp::kProduct)
+  // Checked here for every op (each request carries the field), not only
+  // where a peer's request is decoded: there an unknown op is a malformed
+  // message, which ends the job.
+  if (args.op > ReduceOp::kProduct)
     return Status::InvalidArgument(
         "unknown reduce op " + std::to_string(static_cast<int>(args.op)) +
         "; the ops are Average (0), Sum (1), Adasum (2), Min (3), Max (4) "

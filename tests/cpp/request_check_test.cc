@@ -73,7 +73,12 @@ TEST(CheckRequest, UnknownReduceOpsAreRefusedBeforeTheyReachThePeers) {
   ExpectRefused(
       Check(OpType::kAllreduce, {f, DataType::kFloat32, {4}}, args, {0, 1}),
       "unknown reduce op 255");
-  // Ops that reduce nothing ignore the field.
+  // Every request carries the field, so ops that reduce nothing check it
+  // too.
+  ExpectRefused(
+      Check(OpType::kAllgather, {f, DataType::kFloat32, {4}}, args, {0, 1}),
+      "unknown reduce op 255");
+  args.op = ReduceOp::kSum;
   EXPECT_TRUE(
       Check(OpType::kAllgather, {f, DataType::kFloat32, {4}}, args, {0, 1})
           .ok());
