@@ -141,50 +141,47 @@ NB_MODULE(_core, m) {
       .def("cross_size", [](PyEngine& e) { return e.get().cross_size(); })
       .def("is_homogeneous",
            [](PyEngine& e) { return e.get().is_homogeneous(); })
-      .def(
-          "enqueue",
-          [](PyEngine& e, int op, const std::vector<nb::ndarray<>>& arrays,
-             const std::string& name, int reduce_op, double prescale,
-             double postscale, int root, std::vector<int64_t> splits,
-             int process_set, const std::vector<int>& bfloat16_bits,
-             const std::vector<nb::ndarray<>>& sources) {
-            Engine& eng = e.get();
-            std::vector<TensorView> views;
-            views.reserve(arrays.size());
-            for (const auto& a : arrays)
-              views.push_back(dlpack::ToView(a, eng.rank()));
-            // Arrays NumPy holds as bfloat16 arrive as their uint16 bits.
-            for (int i : bfloat16_bits) {
-              if (i < 0 || i >= static_cast<int>(views.size()) ||
-                  views[i].dtype != DataType::kInt16)
-                throw nb::value_error("bfloat16_bits must name 16-bit arrays");
-              views[i].dtype = DataType::kBFloat16;
-            }
-            // An out-of-place allreduce's inputs, one per array; the
-            // caller keeps them alive until the handles finish.
-            if (!sources.empty()) {
-              if (sources.size() != arrays.size())
-                throw nb::value_error("sources must be empty or one per array");
-              std::vector<bool> as_bits(sources.size());
-              for (int i : bfloat16_bits) as_bits[i] = true;
-              for (size_t i = 0; i < sources.size(); ++i) {
-                TensorView from = dlpack::ToView(sources[i], eng.rank());
-                if (as_bits[i] && from.dtype == DataType::kInt16)
-                  from.dtype = DataType::kBFloat16;
-                dlpack::CheckSource(from, views[i], eng.rank());
-                views[i].input = from.data;
-              }
-            }
-            CollectiveArgs args;
-            args.name = name;
-            SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
-            args.splits = std::move(splits);
-            std::vector<Handle> handles;
-            Status st =
-                eng.Enqueue(static_cast<OpType>(op), views, args, &handles);
-            if (!st.ok()) Raise(st);
-            return handles;
-          })
+      .def("enqueue",
+           [](PyEngine& e, int op, const std::vector<nb::ndarray<>>& arrays,
+              const std::string& name, int reduce_op, double prescale,
+              double postscale, int root, std::vector<int64_t> splits,
+              int process_set, const std::vector<int>& bfloat16_bits,
+              const std::vector<nb::ndarray<>>& sources) {
+             Engine& eng = e.get();
+             // An out-of-place allreduce's inputs, one per array; the
+             // caller keeps them alive until the handles finish.
+             if (!sources.empty() && sources.size() != arrays.size())
+               throw nb::value_error("sources must be empty or one per array");
+             std::vector<TensorView> views, froms;
+             views.reserve(arrays.size());
+             for (const auto& a : arrays)
+               views.push_back(dlpack::ToView(a, eng.rank()));
+             for (const auto& a : sources)
+               froms.push_back(dlpack::ToView(a, eng.rank()));
+             // Arrays NumPy holds as bfloat16 arrive as their uint16 bits,
+             // and so do their sources.
+             for (int i : bfloat16_bits) {
+               if (i < 0 || i >= static_cast<int>(views.size()) ||
+                   views[i].dtype != DataType::kInt16)
+                 throw nb::value_error("bfloat16_bits must name 16-bit arrays");
+               views[i].dtype = DataType::kBFloat16;
+               if (!froms.empty() && froms[i].dtype == DataType::kInt16)
+                 froms[i].dtype = DataType::kBFloat16;
+             }
+             for (size_t i = 0; i < froms.size(); ++i) {
+               dlpack::CheckSource(froms[i], views[i], eng.rank());
+               views[i].input = froms[i].data;
+             }
+             CollectiveArgs args;
+             args.name = name;
+             SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
+             args.splits = std::move(splits);
+             std::vector<Handle> handles;
+             Status st =
+                 eng.Enqueue(static_cast<OpType>(op), views, args, &handles);
+             if (!st.ok()) Raise(st);
+             return handles;
+           })
       .def("barrier",
            [](PyEngine& e, int process_set) {
              Status st;

@@ -152,15 +152,14 @@ class Collectives:
         ps = self.process_set_id(process_set)
         arrays = list(arrays)
         full_name = op_name(prefix, name, 0 if name else self.unnamed_number(ps))
-        keep = arrays
+        sources = list(sources) if sources else []
         if export is None:
             views, bits = _bfloat16_as_bits(arrays)
-            froms = _bfloat16_as_bits(list(sources))[0] if sources else []
+            froms = _bfloat16_as_bits(sources)[0]
         else:
             views, bits = [export(a) for a in arrays], []
-            froms = [export(a) for a in sources] if sources else []
-        if sources:
-            keep = (arrays, list(sources))
+            froms = [export(a) for a in sources]
+        keep = (arrays, sources) if sources else arrays
         core = engine_call(engine.enqueue, op.value, views, full_name,
                            int(reduce_op),
                            float(prescale), float(postscale), int(root),
