@@ -10,6 +10,7 @@
 
 #include "kernels/canonical_code.h"
 #include "kernels/engine_binding.h"
+#include "kernels/int_attribute.h"
 
 namespace horovod {
 namespace jax {
@@ -179,7 +180,15 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame) {
       return Error(frame, XLA_FFI_Error_Code_FAILED_PRECONDITION,
                    "Horovod has not been initialized; use hvd.init().");
     api = &lease.api();
-    const int ps = static_cast<int>(attrs.process_set);
+    int reduce_op = 0, root = 0, ps = 0;
+    std::string range;
+    const int rank = api->rank(lease.engine());
+    if (!kernels::IntAttribute("reduce op", attrs.reduce_op, rank, &reduce_op,
+                               &range) ||
+        !kernels::IntAttribute("root rank", attrs.root, rank, &root, &range) ||
+        !kernels::IntAttribute("process set", attrs.process_set, rank, &ps,
+                               &range))
+      return Error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT, range);
     const std::string name =
         !attrs.name.empty()
             ? attrs.prefix + "." + attrs.name
@@ -188,10 +197,10 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame) {
     HvdOpArgs args{};
     args.op_type = static_cast<int>(attrs.kind);
     args.name = name.c_str();
-    args.reduce_op = static_cast<int>(attrs.reduce_op);
+    args.reduce_op = reduce_op;
     args.prescale = attrs.prescale;
     args.postscale = attrs.postscale;
-    args.root = static_cast<int>(attrs.root);
+    args.root = root;
     args.process_set = ps;
     op = api->start(lease.engine(), &args, views.data(), static_cast<int>(n));
   }

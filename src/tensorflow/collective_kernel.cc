@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "kernels/engine_binding.h"
+#include "kernels/int_attribute.h"
 #include "tensorflow/plan_runner.h"
 
 namespace horovod {
@@ -121,17 +122,24 @@ class CollectiveKernel {
     std::vector<int64_t> kinds = IntList(ctx, "kinds", st);
     std::vector<int64_t> sizes = IntList(ctx, "sizes", st);
     std::vector<std::string> names = StringList(ctx, "names", st);
-    int64_t v = 0;
-    TF_OpKernelConstruction_GetAttrInt64(ctx, "reduce_op", &v, st);
-    plan_.reduce_op = static_cast<int>(v);
-    TF_OpKernelConstruction_GetAttrInt64(ctx, "root", &v, st);
-    plan_.root = static_cast<int>(v);
-    TF_OpKernelConstruction_GetAttrInt64(ctx, "process_set", &v, st);
-    plan_.process_set = static_cast<int>(v);
+    int64_t reduce_op = 0, root = 0, process_set = 0;
+    TF_OpKernelConstruction_GetAttrInt64(ctx, "reduce_op", &reduce_op, st);
+    TF_OpKernelConstruction_GetAttrInt64(ctx, "root", &root, st);
+    TF_OpKernelConstruction_GetAttrInt64(ctx, "process_set", &process_set, st);
     TF_OpKernelConstruction_GetAttrFloat(ctx, "prescale", &plan_.prescale, st);
     TF_OpKernelConstruction_GetAttrFloat(ctx, "postscale", &plan_.postscale,
                                          st);
     if (TF_GetCode(st) != kTfOk) return false;
+    std::string range;
+    if (!kernels::IntAttribute("reduce op", reduce_op, BoundRank(),
+                               &plan_.reduce_op, &range) ||
+        !kernels::IntAttribute("root rank", root, BoundRank(), &plan_.root,
+                               &range) ||
+        !kernels::IntAttribute("process set", process_set, BoundRank(),
+                               &plan_.process_set, &range)) {
+      TF_SetStatus(st, kTfInvalidArgument, range.c_str());
+      return false;
+    }
     std::string error;
     if (kinds.size() != sizes.size() || kinds.size() != names.size() ||
         !plan_.SetUnits(kinds.data(), sizes.data(), names.data(), kinds.size(),
@@ -143,6 +151,12 @@ class CollectiveKernel {
       return false;
     }
     return true;
+  }
+
+  // This process's rank, or -1 before hvd.init().
+  static int BoundRank() {
+    kernels::EngineBinding::Lease lease(kernels::EngineBinding::Process());
+    return lease ? lease.api().rank(lease.engine()) : -1;
   }
 
   static std::vector<int64_t> IntList(TF_OpKernelConstruction* ctx,

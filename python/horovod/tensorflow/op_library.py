@@ -128,6 +128,7 @@ _plans = {}
 # Set once the library's plan table is full: new arguments then go with
 # their attributes (HorovodCollective), as in a graph.
 _plans_full = False
+_INT_MIN, _INT_MAX = -2**31, 2**31 - 1
 
 
 def _eager_plan(units, process_set_id, reduce_op, prescale, postscale, root):
@@ -135,6 +136,11 @@ def _eager_plan(units, process_set_id, reduce_op, prescale, postscale, root):
     plan's number, then each unit's name number (-1 when named); None when
     the library holds no more plans."""
     global _plans_full
+    # Ints that a plan's C ints cannot hold go with the attributes instead,
+    # whose kernel refuses them by value.
+    if not all(_INT_MIN <= int(v) <= _INT_MAX
+               for v in (reduce_op, root, process_set_id)):
+        return None
     key = (units, process_set_id, reduce_op, prescale, postscale, root)
     entry = _plans.get(key)
     if entry is None:

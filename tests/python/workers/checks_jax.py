@@ -205,6 +205,14 @@ def check_errors_name_value_and_rank():
         raises(Exception, lambda: wrap(lambda t: hvd.allreduce(
             t, op=99, name="badop"))(jnp.ones(2)).block_until_ready(),
             "unknown reduce op 99", "rank %d" % r)
+        # Ints past int's range are refused as given, not narrowed onto a
+        # root or an op that exists (2^32 + 1 would wrap onto 1).
+        raises(Exception, lambda: wrap(lambda t: hvd.broadcast(
+            t, root_rank=2**32 + 1))(jnp.ones(2)).block_until_ready(),
+            "root rank %d is out of range" % (2**32 + 1), "rank %d" % r)
+        raises(Exception, lambda: wrap(lambda t: hvd.allreduce(
+            t, op=2**32 + 1))(jnp.ones(2)).block_until_ready(),
+            "reduce op %d is out of range" % (2**32 + 1), "rank %d" % r)
     same(hvd.allreduce(jnp.ones(2), op=hvd.Sum), [n] * 2)  # still working
 
 

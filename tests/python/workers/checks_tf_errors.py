@@ -66,6 +66,20 @@ def check_bad_input_names_value_and_rank():
            tf.function(lambda: hvd.allreduce(tf.ones([2]), op=99,
                                              name="badop.f")),
            "unknown reduce op 99", "rank %d" % r)
+    # Ints past int's range are refused as given, eagerly and in a
+    # function, not narrowed onto a root or an op that exists (2^32 + 1
+    # would wrap onto 1).
+    for bad in (2**32, 2**32 + 1, -2**32):
+        raises(hvd.HorovodInvalidArgumentError,
+               lambda: hvd.broadcast(tf.ones([2]), root_rank=bad),
+               "root rank %d is out of range" % bad, "rank %d" % r)
+    raises(hvd.HorovodInvalidArgumentError,
+           lambda: hvd.allreduce(tf.ones([2]), op=2**32 + 1),
+           "reduce op %d is out of range" % (2**32 + 1), "rank %d" % r)
+    raises(tf.errors.InvalidArgumentError,
+           tf.function(lambda: hvd.broadcast(tf.ones([2]),
+                                             root_rank=2**32 + 1)),
+           "root rank %d is out of range" % (2**32 + 1), "rank %d" % r)
     still_working()
 
 

@@ -1,0 +1,34 @@
+// IntAttribute: a collective's int64 attribute (reduce op, root rank,
+// process set), as frameworks store it, narrowed to the int that
+// framework_api.h takes. A value outside int's range is refused by name:
+// a plain cast would wrap 2^32 + 1 onto 1, a real rank, op and set, and the
+// collective would run on it without a word. Header-only; no state.
+#ifndef HOROVOD_KERNELS_INT_ATTRIBUTE_H_
+#define HOROVOD_KERNELS_INT_ATTRIBUTE_H_
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace horovod {
+namespace kernels {
+
+// `value` as an int in *out; false, with *error naming the attribute, the
+// value and `rank` (-1: not known yet), when it does not fit.
+inline bool IntAttribute(const char* attribute, int64_t value, int rank,
+                         int* out, std::string* error) {
+  if (value >= std::numeric_limits<int>::min() &&
+      value <= std::numeric_limits<int>::max()) {
+    *out = static_cast<int>(value);
+    return true;
+  }
+  *error = std::string(attribute) + " " + std::to_string(value) +
+           " is out of range: it must fit an int";
+  if (rank >= 0) *error += " (rank " + std::to_string(rank) + ")";
+  return false;
+}
+
+}  // namespace kernels
+}  // namespace horovod
+
+#endif  // HOROVOD_KERNELS_INT_ATTRIBUTE_H_
