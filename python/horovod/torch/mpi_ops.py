@@ -338,7 +338,13 @@ def broadcast_async_(tensor, root_rank, name=None,
 
 def broadcast_async(tensor, root_rank, name=None,
                     process_set=global_process_set):
-    output = tensor.detach().clone(memory_format=torch.contiguous_format)
+    # The broadcast writes every rank's output whole, so only the root's
+    # starts as a copy of the input: elsewhere a copy would be overwritten.
+    source = tensor.detach()
+    if rank() == root_rank:
+        output = source.clone(memory_format=torch.contiguous_format)
+    else:
+        output = torch.empty_like(source, memory_format=torch.contiguous_format)
     return broadcast_async_(output, root_rank, name, process_set)
 
 

@@ -309,6 +309,28 @@ def check_broadcast_every_dtype():
     close(x, torch.zeros(3))
 
 
+def check_broadcast_out_of_place_leaves_the_input():
+    # Every rank's result is a tensor of its own with the root's values, and
+    # the input is untouched. Off the root the result starts empty, not as
+    # a copy: memory just freed, full of other values, must not show
+    # through it.
+    root = n - 1
+    cases = (((3 << 20,), torch.full((3 << 20,), float(r + 1))),
+             ((4, 6), torch.full((6, 4), float(r + 1)).t()))  # strided
+    forms = (lambda x, nm: hvd.broadcast(x, root, name=nm),
+             lambda x, nm: hvd.synchronize(hvd.broadcast_async(x, root,
+                                                               name=nm)))
+    for k, (shape, x) in enumerate(cases):
+        before = x.clone()
+        for form in forms:
+            torch.full(shape, -7.0)  # freed at once, for the next to reuse
+            y = form(x, "bc.oop.%d" % k)
+            assert y.data_ptr() != x.data_ptr()
+            assert y.is_contiguous() and tuple(y.shape) == shape, y.shape
+            close(y, torch.full(shape, float(root + 1)))
+            close(x, before)
+
+
 def check_alltoall_with_and_without_splits():
     x = torch.cat([torch.full((d + 1, 2), 100 * r + d, dtype=torch.int32)
                    for d in ranks])
