@@ -10,8 +10,8 @@
 #   bash benchmarks/run.sh                       # everything (~20 min on 2 cores)
 #   NPS="2" BUDGET=0.5 bash benchmarks/run.sh engine python
 #   ANCHORS=/path/to/shared/bench bash benchmarks/run.sh
-# Sections: anchors engine hosts python frameworks busy fusion autotune
-# training clusters multihost
+# Sections: anchors engine latency hosts python frameworks busy fusion
+# autotune training clusters multihost
 # (default: all but multihost, which needs root for its test hosts).
 # Needs `bash scripts/setup.sh` first (engine installed, OpenMPI present).
 set -u
@@ -19,16 +19,18 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 ANCHORS=${ANCHORS:-$REPO/../shared/bench}
 NPS=${NPS:-"2 4"}
 BUDGET=${BUDGET:-1.0}
-# Training and fusion rows: rounds, each running the cases a ratio compares
-# (np=1 and np=2 and their anchors; one tensor and many) back to back; the
-# report takes the median of each round's ratio.
+# Training, fusion and 4 B latency rows: rounds, each running the cases a
+# ratio compares (np=1 and np=2 and their anchors; one tensor and many; ours
+# and OpenMPI) back to back; the report takes the median of each round's
+# ratio.
 ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-$REPO/benchmarks/results/$(date -u +%Y-%m-%d)}
-SECTIONS=${*:-"anchors engine hosts python frameworks busy fusion autotune training"}
+SECTIONS=${*:-"anchors engine latency hosts python frameworks busy fusion autotune training"}
 # multihost: the links' rates (tbf; this kernel has no netem, so no delay).
 LINKS=${LINKS:-"10gbit 1gbit"}
 MH_SIZES=${MH_SIZES:-4,1K,64K,1M,16M,64M}
 TUN="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
+OMPI="mpirun.openmpi --oversubscribe --bind-to none --mca pml ob1"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
 : > "$OUT/results.csv"
@@ -69,7 +71,6 @@ anchors() {
   cp -r "$ANCHORS"/. "$scratch"/ && chmod -R u+w "$scratch"
   OUT="$OUT/anchors" bash "$scratch/run_all.sh" build > "$OUT/anchors-build.txt" 2>&1
   local B=$scratch/build
-  local OMPI="mpirun.openmpi --oversubscribe --bind-to none --mca pml ob1"
   for np in $NPS; do
     run ompi-shm-np$np $OMPI -np $np --mca btl vader,self $B/mpi_allreduce_ompi -b $BUDGET -l ompi-shm
     run ompi-shm+tun-np$np $OMPI -np $np --mca btl vader,self -x GLIBC_TUNABLES=$TUN $B/mpi_allreduce_ompi -b $BUDGET -l ompi-shm+tun
@@ -94,6 +95,23 @@ engine() {
     # The data MAC's cost where nothing but the CPU limits TCP.
     run hvd-tcp-mac-np$np env HOROVOD_SHM_DISABLE=1 horovodrun --data-mac -np $np build-bench/allreduce_bench -b $BUDGET -l hvd-tcp-mac
   done
+}
+
+# 4 B at np=2 from C++, OpenMPI's and ours in alternating jobs, ROUNDS
+# rounds of each: the rows of `anchors` and `engine` run minutes apart, and
+# on this host a 4 B call's time can double from one such moment to the
+# next. The report takes the median of the rounds' ratios.
+latency() {
+  build_engine || { log "engine build failed"; return; }
+  if [ ! -f "$ANCHORS/mpi_allreduce.c" ]; then log "no anchors at $ANCHORS; skipped"; return; fi
+  local scratch r; scratch=$(mktemp -d)
+  mpicc.openmpi -O2 -o "$scratch/mpi_allreduce_ompi" "$ANCHORS/mpi_allreduce.c"
+  for r in $(seq "$ROUNDS"); do
+    run lat-ompi-np2-r$r $OMPI -np 2 --mca btl vader,self -x GLIBC_TUNABLES=$TUN \
+      "$scratch/mpi_allreduce_ompi" -s 4 -b $BUDGET -l lat-ompi-r$r
+    run lat-hvd-np2-r$r horovodrun -np 2 build-bench/allreduce_bench -s 4 -b $BUDGET -l lat-hvd-r$r
+  done
+  rm -rf "$scratch"
 }
 
 # np=4 as two simulated hosts of two ranks: hierarchical allreduce (shm
@@ -285,7 +303,7 @@ multihost() {
   } > "$OUT/env.txt" 2>&1
 for s in $SECTIONS; do
   case $s in
-    anchors|engine|hosts|frameworks|busy|fusion|autotune|training|clusters|multihost) $s ;;
+    anchors|engine|latency|hosts|frameworks|busy|fusion|autotune|training|clusters|multihost) $s ;;
     python) python_level ;;
     *) echo "unknown section $s"; exit 2 ;;
   esac
