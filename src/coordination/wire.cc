@@ -10,8 +10,8 @@ constexpr uint32_t kResponseMagic = 0x53525648;  // "HVRS"
 constexpr uint8_t kVersion = 4;
 // Threads of one rank blocked at once; more is not a real job.
 constexpr uint32_t kMaxWaiting = 4096;
-constexpr uint32_t kMaxDims = 64;
-constexpr uint32_t kMaxName = 4096;
+constexpr uint32_t kMaxDims = kWireMaxDims;
+constexpr uint32_t kMaxName = kWireMaxName;
 
 class Writer {
  public:

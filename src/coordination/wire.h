@@ -19,6 +19,12 @@
 
 namespace horovod {
 
+// The longest tensor name and the most dimensions a request may carry. The
+// decoder refuses a message past either as malformed, which ends the job,
+// so the sending rank refuses the call first (CheckRequest).
+constexpr size_t kWireMaxName = 4096;
+constexpr size_t kWireMaxDims = 64;
+
 std::string EncodeRequestList(const RequestList& list);
 Status DecodeRequestList(const std::string& bytes, int job_size,
                          RequestList* out);

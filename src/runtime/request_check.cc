@@ -1,11 +1,24 @@
 #include "runtime/request_check.h"
 
 #include <algorithm>
+#include <cmath>
+#include <sstream>
 #include <string>
 
 #include "collectives/adasum.h"
+#include "coordination/wire.h"
 
 namespace horovod {
+namespace {
+
+// "nan", "inf", "0.5": std::to_string would print 0.500000.
+std::string FactorString(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+}  // namespace
 
 Status CheckRequest(OpType op, const TensorView& t, const CollectiveArgs& args,
                     const std::vector<int>& members, int rank, Request* r) {
@@ -13,6 +26,19 @@ Status CheckRequest(OpType op, const TensorView& t, const CollectiveArgs& args,
   auto where = [&] {
     return " (rank " + std::to_string(rank) + ", tensor '" + r->name + "')";
   };
+  // Past the wire's bounds the peers could not decode the request: refused
+  // here, naming the start of a name too long to repeat whole.
+  if (r->name.size() > kWireMaxName || r->group.size() > kWireMaxName)
+    return Status::InvalidArgument(
+        "tensor name of " + std::to_string(r->name.size()) +
+        " bytes is longer than the " + std::to_string(kWireMaxName) +
+        " the engine's messages carry (rank " + std::to_string(rank) +
+        ", tensor '" + r->name.substr(0, 64) + "...')");
+  if (t.shape.size() > kWireMaxDims)
+    return Status::InvalidArgument(
+        "tensor of " + std::to_string(t.shape.size()) +
+        " dimensions; the engine's messages carry at most " +
+        std::to_string(kWireMaxDims) + where());
   if (t.device != -1)
     return Status::InvalidArgument(
         "only CPU tensors are supported by this build" + where());
@@ -58,6 +84,14 @@ Status CheckRequest(OpType op, const TensorView& t, const CollectiveArgs& args,
         std::string("bool tensors support allreduce with Sum, Min, Max or "
                     "Product, allgather, broadcast and alltoall; not ") +
         (op == OpType::kReducescatter ? "reducescatter" : "Average") + where());
+  // A NaN factor would also fail as a mismatch between ranks, NaN being
+  // unequal to itself.
+  if (reduces &&
+      (!std::isfinite(args.prescale) || !std::isfinite(args.postscale)))
+    return Status::InvalidArgument(
+        "scale factors must be finite numbers; prescale_factor is " +
+        FactorString(args.prescale) + ", postscale_factor " +
+        FactorString(args.postscale) + where());
   if (reduces && (args.prescale != 1.0 || args.postscale != 1.0) &&
       t.dtype == DataType::kBool)
     return Status::InvalidArgument("bool tensors cannot be scaled" + where());
@@ -68,7 +102,10 @@ Status CheckRequest(OpType op, const TensorView& t, const CollectiveArgs& args,
         " is out of range for a process set of ranks " +
         ShapeString(std::vector<int64_t>(members.begin(), members.end())) +
         where());
-  if ((op == OpType::kAllgather || op == OpType::kAlltoall) && t.shape.empty())
+  // Each rank's part of these is rows of dim 0, which a scalar lacks.
+  if ((op == OpType::kAllgather || op == OpType::kAlltoall ||
+       op == OpType::kReducescatter) &&
+      t.shape.empty())
     return Status::InvalidArgument(std::string(OpTypeName(op)) +
                                    " needs a tensor of at least one "
                                    "dimension" +

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+
+#include "coordination/wire.h"
 
 namespace horovod {
 namespace {
@@ -82,6 +85,69 @@ TEST(CheckRequest, UnknownReduceOpsAreRefusedBeforeTheyReachThePeers) {
   EXPECT_TRUE(
       Check(OpType::kAllgather, {f, DataType::kFloat32, {4}}, args, {0, 1})
           .ok());
+}
+
+TEST(CheckRequest, ScalarsToReducescatterAndFactorsNotFiniteAreRefused) {
+  float f[4] = {};
+  CollectiveArgs args;
+  ExpectRefused(
+      Check(OpType::kReducescatter, {f, DataType::kFloat32, {}}, args, {0, 1}),
+      "reducescatter needs a tensor of at least one dimension");
+  // NaN, unequal to itself, would otherwise fail as a mismatch between
+  // ranks that passed the same factor.
+  args.prescale = std::nan("");
+  ExpectRefused(
+      Check(OpType::kAllreduce, {f, DataType::kFloat32, {4}}, args, {0, 1}),
+      "scale factors must be finite numbers; prescale_factor is nan, "
+      "postscale_factor 1");
+  args.prescale = 0.5;
+  args.postscale = -INFINITY;
+  ExpectRefused(
+      Check(OpType::kReducescatter, {f, DataType::kFloat32, {4}}, args, {0, 1}),
+      "prescale_factor is 0.5, postscale_factor -inf");
+  args.postscale = 2.0;
+  EXPECT_TRUE(
+      Check(OpType::kAllreduce, {f, DataType::kFloat32, {4}}, args, {0, 1})
+          .ok());
+}
+
+TEST(CheckRequest, NamesAndShapesPastTheWiresBoundsAreRefused) {
+  // The peers refuse a request past the wire's bounds as a malformed
+  // message, which ends the job; at the bounds it passes and decodes.
+  float f[1] = {};
+  CollectiveArgs args;
+  std::vector<int64_t> shape(kWireMaxDims, 1);
+  Request r;
+  r.rank = 1;
+  r.name = std::string(kWireMaxName, 'n');
+  r.shape = shape;
+  const TensorView t{f, DataType::kFloat32, shape};
+  ASSERT_TRUE(CheckRequest(OpType::kAllreduce, t, args, {0, 1}, 1, &r).ok());
+  RequestList list, back;
+  list.requests.push_back(r);
+  EXPECT_TRUE(DecodeRequestList(EncodeRequestList(list), 2, &back).ok());
+
+  r.name.push_back('n');
+  list.requests[0] = r;
+  EXPECT_FALSE(DecodeRequestList(EncodeRequestList(list), 2, &back).ok());
+  Status st = CheckRequest(OpType::kAllreduce, t, args, {0, 1}, 1, &r);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("tensor name of 4097 bytes is longer than the "
+                              "4096 the engine's messages carry (rank 1, "
+                              "tensor 'nnnn"),
+            std::string::npos)
+      << st.message();
+  EXPECT_LT(st.message().size(), 300u);  // the name is not repeated whole
+  r.name = "allreduce.x";
+  r.group = std::string(kWireMaxName + 1, 'g');
+  EXPECT_EQ(CheckRequest(OpType::kAllreduce, t, args, {0, 1}, 1, &r).code(),
+            StatusCode::kInvalidArgument);
+
+  shape.push_back(1);
+  ExpectRefused(
+      Check(OpType::kAllgather, {f, DataType::kFloat32, shape}, args, {0, 1}),
+      "tensor of 65 dimensions; the engine's messages carry at most "
+      "64");
 }
 
 TEST(CheckRequest, AlltoallSplitsAreCheckedAndFilledIn) {

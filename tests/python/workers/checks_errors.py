@@ -52,6 +52,33 @@ def check_unknown_reduce_op_is_refused_on_every_rank():
     works()
 
 
+def check_input_the_peers_could_not_decode_is_refused_at_once():
+    # A name past the engine's messages' bound, a tensor of more dimensions
+    # than they carry: refused on the rank that submits them, before a peer
+    # would refuse the message and end the job.
+    e = expect(hvd.HorovodInvalidArgumentError,
+               "tensor name of %d bytes is longer than the 4096" % (
+                   len("allreduce.") + 100000),
+               lambda: hvd.allreduce(torch.ones(2), name="x" * 100000))
+    assert "(rank %d" % r in str(e) and len(str(e)) < 400, str(e)[:400]
+    expect(hvd.HorovodInvalidArgumentError, "tensor of 65 dimensions",
+           lambda: hvd.allgather(torch.ones([1] * 65)))
+    works()
+
+
+def check_scalars_to_reducescatter_and_factors_not_finite_are_refused():
+    expect(hvd.HorovodInvalidArgumentError,
+           "reducescatter needs a tensor of at least one dimension",
+           lambda: hvd.reducescatter(torch.tensor(1.0)))
+    expect(hvd.HorovodInvalidArgumentError,
+           "prescale_factor is nan",
+           lambda: hvd.allreduce(torch.ones(2), prescale_factor=float("nan")))
+    expect(hvd.HorovodInvalidArgumentError,
+           "postscale_factor inf",
+           lambda: hvd.allreduce(torch.ones(2), postscale_factor=float("inf")))
+    works()
+
+
 def check_dtype_op_root_scale_mismatches():
     dt = torch.float32 if r == 0 else torch.float64
     e = expect(hvd.HorovodInternalError, "Mismatched data types",
