@@ -73,7 +73,11 @@ def _readable(x):
     """x as C-contiguous, writable NumPy memory the engine reads: the
     binding takes writable arrays only, and JAX hands out read-only views of
     its buffers, which are copied."""
-    a = np.ascontiguousarray(np.asarray(x))
+    a = np.asarray(x)
+    # Not np.ascontiguousarray, which turns a scalar into a 1-element array:
+    # a scalar is contiguous as it is, and the engine must see its shape.
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
     return a if a.flags.writeable else np.array(a)
 
 

@@ -195,6 +195,9 @@ def check_errors_name_value_and_rank():
            "Mismatched allreduce tensor shapes")
     raises(ValueError, lambda: hvd.allreduce(jnp.ones(2, jnp.complex64)),
            "dtype", "rank %d" % r)
+    raises(ValueError, lambda: hvd.reducescatter(jnp.array(1.0)),
+           "reducescatter needs a tensor of at least one dimension",
+           "rank %d" % r)
     raises(ValueError, lambda: hvd.allgather(jnp.array(1.0)), "scalar",
            "rank %d" % r)
     raises(ValueError, lambda: jax.jit(lambda t: hvd.alltoall(t, [1] * n))(

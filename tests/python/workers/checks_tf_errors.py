@@ -50,6 +50,9 @@ def check_bad_input_names_value_and_rank():
            "integers", "rank %d" % r)
     raises(ValueError, lambda: hvd.alltoall(tf.ones([4]), splits=[1, 1]),
            "rank %d" % r)
+    raises(ValueError, lambda: hvd.reducescatter(tf.constant(1.0)),
+           "reducescatter needs a tensor of at least one dimension",
+           "rank %d" % r)
     raises(ValueError, lambda: hvd.broadcast(tf.ones([2]), root_rank=n + 3),
            "root", str(n + 3))
     raises(ValueError, lambda: hvd.allreduce(tf.ones([2]),
