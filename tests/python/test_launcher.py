@@ -186,6 +186,52 @@ def test_hostfile_and_stall_flags(tmp_path):
     assert out.stdout.count("2 7.0") == 2, out.stdout
 
 
+@pytest.mark.parametrize("hosts,hostfile,message", [
+    ("localhost:x", None, "-H localhost:x: 'localhost:x' is not host or "
+     "host:slots with slots a positive number"),
+    ("localhost:0,b:1", None, "'localhost:0' is not host or host:slots"),
+    (":2", None, "':2' is not host or host:slots"),
+    (None, "localhost slots=two\n", "line 1: 'localhost slots=two' is not "
+     "host [slots=N] or host:N with N a positive number"),
+    (None, None, "cannot read -hostfile"),
+])
+def test_bad_hosts_are_one_line_naming_the_entry(tmp_path, hosts, hostfile,
+                                                  message):
+    if hosts is not None:
+        where = ["-H", hosts]
+    else:
+        path = tmp_path / "hosts"
+        if hostfile is not None:
+            path.write_text(hostfile)
+        where = ["-hostfile", str(path)]
+    for elastic in ([], ["--min-np", "1"]):
+        if elastic and hosts is None:
+            continue
+        out = subprocess.run(RUNNER + ["-np", "2"] + elastic + where +
+                             ["true"], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 2, out
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], out.stderr
+
+
+@pytest.mark.parametrize("command,code,why", [
+    ("no-such-command-here", 127, "No such file or directory"),
+    ("not-executable", 126, "Permission denied")])
+def test_a_command_that_cannot_start_is_one_line_with_the_shells_code(
+        tmp_path, command, code, why):
+    if command == "not-executable":
+        command = str(tmp_path / command)
+        with open(command, "w") as f:
+            f.write("#!/bin/sh\n")
+        os.chmod(command, 0o644)
+    out = subprocess.run(RUNNER + ["-np", "2", command], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == code, out
+    assert out.stderr.strip().splitlines() == [
+        "horovodrun: cannot start %s: %s" % (command, why)], out.stderr
+
+
 def _run(*args, env=None, timeout=120):
     return subprocess.run(RUNNER + [str(a) for a in args], capture_output=True,
                           text=True, timeout=timeout,

@@ -163,22 +163,31 @@ def make_parser():
 
 
 def hosts_from_file(path):
-    """'host slots=N' (or 'host:N', or 'host') per line; # comments."""
+    """'host slots=N' (or 'host:N', or 'host') per line; # comments.
+    Raises UsageError naming a file it cannot read or a line whose slots
+    are not a positive number."""
     hosts = []
-    with open(path) as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            name, *rest = line.split()
-            slots = 1
-            for item in rest:
-                if item.startswith("slots="):
-                    slots = int(item[len("slots="):])
-            if ":" in name:
-                name, _, n = name.partition(":")
-                slots = int(n)
-            hosts.append("%s:%d" % (name, slots))
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise UsageError("cannot read -hostfile %s: %s" % (path, e.strerror))
+    for number, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, *rest = line.split()
+        slots = "1"
+        for item in rest:
+            if item.startswith("slots="):
+                slots = item[len("slots="):]
+        if ":" in name:
+            name, _, slots = name.partition(":")
+        if not name or not (slots.isdigit() and int(slots) > 0):
+            raise UsageError("-hostfile %s, line %d: %r is not host "
+                             "[slots=N] or host:N with N a positive number"
+                             % (path, number, line))
+        hosts.append("%s:%d" % (name, int(slots)))
     return ",".join(hosts)
 
 

@@ -34,6 +34,8 @@ _TERM_GRACE_S = 5.0
 
 
 def _parse_hosts(spec, np):
+    """[(host, slots)] of -H's "host:slots,host" (a host alone has one
+    slot); raises flags.UsageError naming an entry that is neither."""
     if not spec:
         return [("localhost", np)]
     hosts = []
@@ -42,6 +44,10 @@ def _parse_hosts(spec, np):
         if not item:
             continue
         name, _, slots = item.partition(":")
+        if not name or (slots and not (slots.isdigit() and int(slots) > 0)):
+            raise flags.UsageError(
+                "-H %s: %r is not host or host:slots with slots a positive "
+                "number" % (spec, item))
         hosts.append((name, int(slots) if slots else 1))
     return hosts
 
@@ -253,7 +259,14 @@ class _Job:
             if self.verbose:
                 sys.stderr.write("horovodrun: starting rank %d on %s: %s\n"
                                  % (r.rank, r.host, " ".join(self.command)))
-            r.start()
+            try:
+                r.start()
+            except OSError:
+                # The command cannot start here (not found, not
+                # executable): the ranks started before it go too.
+                self.stopping = True
+                stop_ranks([s for s in self.ranks if s.proc is not None])
+                raise
             self.pumps += start_pumps(r, self.output)
 
     def signal_all(self, sig):
@@ -377,7 +390,11 @@ def _run_elastic(args, before_start=None):
         source = discovery.ScriptDiscovery(args.host_discovery_script,
                                            args.slots_per_host)
     else:
-        source = discovery.FixedHosts(dict(_parse_hosts(args.hosts, np)))
+        try:
+            source = discovery.FixedHosts(dict(_parse_hosts(args.hosts, np)))
+        except flags.UsageError as e:
+            log(e)
+            return 2
     try:
         first = source.find()
     except discovery.DiscoveryError as e:
@@ -505,7 +522,11 @@ def main(argv=None, before_start=None):
         if args.hosts:
             sys.stderr.write("horovodrun: give -H or -hostfile, not both\n")
             return 2
-        args.hosts = flags.hosts_from_file(args.hostfile)
+        try:
+            args.hosts = flags.hosts_from_file(args.hostfile)
+        except flags.UsageError as e:
+            sys.stderr.write("horovodrun: %s\n" % e)
+            return 2
     if args.version:
         print(horovod.__version__)
         return 0
@@ -520,7 +541,11 @@ def main(argv=None, before_start=None):
     if args.np is None or args.np < 1:
         sys.stderr.write("horovodrun: -np must be a positive number of ranks\n")
         return 2
-    hosts = _parse_hosts(args.hosts, args.np)
+    try:
+        hosts = _parse_hosts(args.hosts, args.np)
+    except flags.UsageError as e:
+        sys.stderr.write("horovodrun: %s\n" % e)
+        return 2
     if sum(s for _, s in hosts) < args.np:
         sys.stderr.write("horovodrun: -np %d exceeds the %d slots in -H %s\n"
                          % (args.np, sum(s for _, s in hosts), args.hosts))
@@ -568,7 +593,13 @@ def main(argv=None, before_start=None):
         signal.signal(signal.SIGTERM, on_sigterm)
     except ValueError:
         pass  # horovod.run from a thread other than the main one
-    job.start()
+    try:
+        job.start()
+    except OSError as e:
+        sys.stderr.write("horovodrun: cannot start %s: %s\n"
+                         % (args.command[0], e.strerror))
+        # The shell's codes: 127 not found, 126 found but not runnable.
+        return 127 if isinstance(e, FileNotFoundError) else 126
     code, failed = job.wait(interrupts)
     if interrupts:
         job.stop(grace_s=_TERM_GRACE_S, interrupts=interrupts)
