@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 from jax.extend.core import Primitive
-from jax.interpreters import ad, mlir
+from jax.interpreters import ad, batching, mlir
 from jax.interpreters import partial_eval as pe
 
 from horovod import _core
@@ -178,6 +178,16 @@ mlir.register_lowering(
 # Kept whether or not its results are used: the other ranks wait for it.
 pe.dce_rules[_collective_p] = \
     lambda used_outputs, eqn: ([True] * len(eqn.invars), eqn)
+
+
+def _collective_batch(args, dims, **params):
+    """Under jax.vmap: allreduce and broadcast work element by element and
+    keep each operand's shape, so the batched operands go through whole
+    and each result keeps its operand's batch axis."""
+    return _collective_p.bind(*args, **params), list(dims)
+
+
+batching.primitive_batchers[_collective_p] = _collective_batch
 
 
 def _collective_impl(*xs, kind, name, prefix, reduce_op, prescale,

@@ -135,6 +135,25 @@ def check_gradients_eager_and_jit():
         same(g, np.ones((n, 2)))
 
 
+def check_vmap_over_allreduce_and_broadcast():
+    # Each rank's batch is reduced element by element, whichever axis vmap
+    # maps; an operand vmap does not map comes out broadcast along it.
+    x = jnp.arange(6.0).reshape(2, 3) * (r + 1)
+    total = np.arange(6.0).reshape(2, 3) * sum(k + 1 for k in ranks)
+    for wrap in MODES.values():
+        same(wrap(jax.vmap(lambda v: hvd.allreduce(v, op=hvd.Sum)))(x), total)
+        same(wrap(jax.vmap(lambda v: hvd.allreduce(v, op=hvd.Sum),
+                           in_axes=1))(x), total.T)
+        same(wrap(jax.vmap(lambda v: hvd.broadcast(v, n - 1)))(x),
+             np.arange(6.0).reshape(2, 3) * n)
+        a, b = wrap(jax.vmap(lambda u, v: hvd.grouped_allreduce(
+            [u, v], op=hvd.Sum), in_axes=(0, None)))(x, jnp.ones(2))
+        same(a, total)
+        same(b, np.full((2, 2), n))
+        same(wrap(jax.vmap(jax.grad(lambda v: jnp.sum(hvd.allreduce(
+            v * (r + 1), op=hvd.Sum)))))(x), np.full((2, 3), (r + 1) * n))
+
+
 def check_collectives_in_jit_run_even_when_unused():
     # The allreduce's result is dropped: it must still run on this rank, or
     # the peers (which use it) would wait for ever.
