@@ -162,6 +162,25 @@ def make_parser():
     return parser
 
 
+def parse_hosts(spec, np):
+    """[(host, slots)] of -H's "host:slots,host" (a host alone has one
+    slot); raises UsageError naming an entry that is neither."""
+    if not spec:
+        return [("localhost", np)]
+    hosts = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, slots = item.partition(":")
+        if not name or (slots and not (slots.isdigit() and int(slots) > 0)):
+            raise UsageError(
+                "-H %s: %r is not host or host:slots with slots a positive "
+                "number" % (spec, item))
+        hosts.append((name, int(slots) if slots else 1))
+    return hosts
+
+
 def hosts_from_file(path):
     """'host slots=N' (or 'host:N', or 'host') per line; # comments.
     Raises UsageError naming a file it cannot read or a line whose slots

@@ -23,6 +23,7 @@ import time
 
 import horovod
 from horovod.runner import config_file, flags, mpi_run
+from horovod.runner.check_build import check_build
 from horovod.runner.hosts import (LaunchError, SshSettings, die_with_parent,
                                   find_addresses, is_local)
 from horovod.runner.output import Output
@@ -33,70 +34,10 @@ _INT_GRACE_S = 5.0
 _TERM_GRACE_S = 5.0
 
 
-def _parse_hosts(spec, np):
-    """[(host, slots)] of -H's "host:slots,host" (a host alone has one
-    slot); raises flags.UsageError naming an entry that is neither."""
-    if not spec:
-        return [("localhost", np)]
-    hosts = []
-    for item in spec.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, _, slots = item.partition(":")
-        if not name or (slots and not (slots.isdigit() and int(slots) > 0)):
-            raise flags.UsageError(
-                "-H %s: %r is not host or host:slots with slots a positive "
-                "number" % (spec, item))
-        hosts.append((name, int(slots) if slots else 1))
-    return hosts
-
-
 def _free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _importable(module):
-    """Whether `module` is installed, found without importing it (importing
-    TensorFlow takes seconds)."""
-    import importlib.util
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def check_build(out=sys.stdout):
-    def mark(b):
-        return "X" if b else " "
-    try:
-        from horovod import _core  # noqa: F401
-        engine = True
-    except Exception:
-        engine = False
-    frameworks = [("TensorFlow", "tensorflow"), ("PyTorch", "torch"),
-                  ("Keras", "keras"), ("JAX", "jax")]
-    lines = "".join("    [%s] %s\n" % (mark(engine and _importable(m)), name)
-                    for name, m in frameworks)
-    out.write(
-        "Horovod v%s:\n\n"
-        "Available Frameworks:\n"
-        "%s"
-        "    [ ] MXNet\n\n"
-        "Available Controllers:\n"
-        "    [ ] MPI\n"
-        "    [ ] Gloo\n"
-        "    [%s] TCP (native)\n\n"
-        "Available Tensor Operations:\n"
-        "    [ ] NCCL\n"
-        "    [ ] DDL\n"
-        "    [ ] CCL\n"
-        "    [ ] MPI\n"
-        "    [ ] Gloo\n"
-        "    [%s] CPU (native ring/recursive doubling over TCP)\n"
-        % (horovod.__version__, lines, mark(engine), mark(engine)))
 
 
 # Variables that describe the launcher's own host or session; a remote rank
@@ -391,7 +332,7 @@ def _run_elastic(args, before_start=None):
                                            args.slots_per_host)
     else:
         try:
-            source = discovery.FixedHosts(dict(_parse_hosts(args.hosts, np)))
+            source = discovery.FixedHosts(dict(flags.parse_hosts(args.hosts, np)))
         except flags.UsageError as e:
             log(e)
             return 2
@@ -542,7 +483,7 @@ def main(argv=None, before_start=None):
         sys.stderr.write("horovodrun: -np must be a positive number of ranks\n")
         return 2
     try:
-        hosts = _parse_hosts(args.hosts, args.np)
+        hosts = flags.parse_hosts(args.hosts, args.np)
     except flags.UsageError as e:
         sys.stderr.write("horovodrun: %s\n" % e)
         return 2
