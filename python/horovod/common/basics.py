@@ -28,6 +28,7 @@ class HorovodBasics:
         with self._lock:
             if self._engine is not None:
                 return
+            started = True
             from horovod import _core
             from horovod.common.driver_client import DriverClient
             if self._driver is None:
@@ -41,8 +42,29 @@ class HorovodBasics:
             global_process_set._basics = self
             for listener in self._engine_listeners:
                 listener(self._engine)
+        if started and comm is not None:
+            self._check_comm_ranks(comm)
         for ps in process_sets or []:
             self.add_process_set(ps)
+
+    def _check_comm_ranks(self, comm):
+        """init(comm=[ranks]) makes upstream's job of those ranks alone;
+        here a job is the ranks launched, so the list must name each of
+        them once. Else the engine just started is shut down (every rank
+        passes the same list) and a ValueError says what to do instead."""
+        size, rank = self._engine.size(), self._engine.rank()
+        try:
+            ranks = sorted(int(r) for r in comm)
+        except (TypeError, ValueError):
+            ranks = None
+        if ranks == list(range(size)):
+            return
+        self.shutdown()
+        raise ValueError(
+            "init(comm=%r) on rank %d: a list of ranks must name every rank "
+            "of the job (0 to %d) once; a job here is the ranks launched, "
+            "so launch only those wanted, or use process sets for subsets"
+            % (list(comm), rank, size - 1))
 
     # A round's members can die between the driver's answer and the
     # engine's rendezvous; the survivors then join the next round.
