@@ -193,9 +193,10 @@ def check_init_comm_must_name_every_rank():
     # A list naming every rank once starts the job as init() does; one
     # naming a subset (upstream's job of those ranks alone) is refused on
     # every rank, the engine it started shut down, and init() works after.
-    hvd.shutdown()
-    hvd.init(comm=list(reversed(range(n))))
-    works()
+    for every in (list(reversed(range(n))), []):  # [] is upstream's default
+        hvd.shutdown()
+        hvd.init(comm=every)
+        works()
     hvd.shutdown()
     for comm in ([0], list(range(n)) + [0], ["a"]):
         e = expect(ValueError, "must name every rank of the job (0 to %d)"
