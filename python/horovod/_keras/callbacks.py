@@ -60,8 +60,11 @@ class MetricAverageCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if not logs:
             return
+        # Every scalar number, finite or not: each rank must send the same
+        # keys, and a loss gone to NaN or inf on one rank is averaged in,
+        # as upstream averages it.
         keys = sorted(k for k, v in logs.items()
-                      if np.ndim(v) == 0 and np.isfinite(float(v)))
+                      if np.ndim(v) == 0 and np.asarray(v).dtype.kind in "biuf")
         averaged = _allreduce_numpy([float(logs[k]) for k in keys],
                                     "MetricAverageCallback", self.process_set)
         for k, v in zip(keys, averaged):

@@ -127,6 +127,20 @@ def check_metric_average_gives_equal_logged_metrics():
     same(logged["mae"], np.mean([d["mae"] for d in locals_]), tol=1e-4)
 
 
+def check_metric_average_with_a_metric_gone_to_nan_on_one_rank():
+    # The ranks average the same keys whatever their values: a NaN or inf
+    # on one rank is averaged in, not left out there (which would send the
+    # ranks' metrics in different shapes and fail the epoch).
+    cb = hvd.callbacks.MetricAverageCallback()
+    logs = {"loss": float("nan") if r == n - 1 else 1.0,
+            "mae": float("inf") if r == 0 else 2.0, "acc": np.float32(r),
+            "note": "text"}
+    cb.on_epoch_end(0, logs)
+    assert np.isnan(logs["loss"]) and np.isinf(logs["mae"]), logs
+    same(logs["acc"], np.mean(ranks))
+    assert logs["note"] == "text", logs
+
+
 class _LrLog(keras.callbacks.Callback):
     def __init__(self):
         super().__init__()
