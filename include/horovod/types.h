@@ -76,6 +76,9 @@ struct TensorView {
 };
 
 std::string ShapeString(const std::vector<int64_t>& shape);
+// A scale factor as errors print it: "0.5", "nan", "inf" (std::to_string
+// would print 0.500000).
+std::string ScaleString(double v);
 
 }  // namespace horovod
 

@@ -110,6 +110,12 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return os.str();
 }
 
+std::string ScaleString(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 std::string Status::ToString() const {
   static const char* names[] = {"OK",      "InvalidArgument", "Mismatch",
                                 "Aborted", "Timeout",         "Internal",

@@ -2,18 +2,8 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
 
 namespace horovod {
-namespace {
-
-std::string Fmt(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-}  // namespace
 
 std::string Coordinator::RankList(const std::vector<int>& ranks) {
   return ShapeString(std::vector<int64_t>(ranks.begin(), ranks.end()));
@@ -244,8 +234,8 @@ std::vector<std::string> Coordinator::TakeStallWarnings(Clock::time_point now) {
         "One or more tensors were submitted to be reduced, gathered "
         "or broadcasted by subset of ranks and are waiting for "
         "remainder of ranks for more than " +
-        Fmt(config_.stall_check_s) + " seconds. Tensor '" + any->name + "' (" +
-        OpName(any->op) + ") is ready on ranks " + RankList(ready) +
+        ScaleString(config_.stall_check_s) + " seconds. Tensor '" + any->name +
+        "' (" + OpName(any->op) + ") is ready on ranks " + RankList(ready) +
         " and missing on ranks " + RankList(Missing(p)) + ".");
   }
   return out;
@@ -290,9 +280,10 @@ Response Coordinator::Validate(const Pending& p) {
     if ((is_allreduce || is_reducescatter) &&
         (b.prescale != a.prescale || b.postscale != a.postscale))
       return fail("Mismatched prescale/postscale factors for " + who() + ": " +
-                  at(first) + " has (" + Fmt(a.prescale) + ", " +
-                  Fmt(a.postscale) + "), " + at(r) + " has (" +
-                  Fmt(b.prescale) + ", " + Fmt(b.postscale) + ").");
+                  at(first) + " has (" + ScaleString(a.prescale) + ", " +
+                  ScaleString(a.postscale) + "), " + at(r) + " has (" +
+                  ScaleString(b.prescale) + ", " + ScaleString(b.postscale) +
+                  ").");
     if (a.op == Op::kRemoveProcessSet && b.set_id != a.set_id)
       return fail("Mismatched remove_process_set: " + at(first) +
                   " removes process set " + std::to_string(a.set_id) + ", " +
@@ -392,7 +383,8 @@ void Coordinator::TakeResponses(Clock::time_point now, ResponseList* list) {
       err.error = true;
       err.error_message =
           "Tensor '" + any->name + "' was not submitted by ranks " +
-          RankList(Missing(p)) + " within " + Fmt(config_.stall_shutdown_s) +
+          RankList(Missing(p)) + " within " +
+          ScaleString(config_.stall_shutdown_s) +
           " seconds (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS); failing it on "
           "every rank.";
       ready_.push_back({p.order, kv, -1});

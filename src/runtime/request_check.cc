@@ -2,23 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <string>
 
 #include "collectives/adasum.h"
 #include "coordination/wire.h"
 
 namespace horovod {
-namespace {
-
-// "nan", "inf", "0.5": std::to_string would print 0.500000.
-std::string FactorString(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
-}  // namespace
 
 Status CheckRequest(OpType op, const TensorView& t, const CollectiveArgs& args,
                     const std::vector<int>& members, int rank, Request* r) {
@@ -90,8 +79,8 @@ Status CheckRequest(OpType op, const TensorView& t, const CollectiveArgs& args,
       (!std::isfinite(args.prescale) || !std::isfinite(args.postscale)))
     return Status::InvalidArgument(
         "scale factors must be finite numbers; prescale_factor is " +
-        FactorString(args.prescale) + ", postscale_factor " +
-        FactorString(args.postscale) + where());
+        ScaleString(args.prescale) + ", postscale_factor " +
+        ScaleString(args.postscale) + where());
   if (reduces && (args.prescale != 1.0 || args.postscale != 1.0) &&
       t.dtype == DataType::kBool)
     return Status::InvalidArgument("bool tensors cannot be scaled" + where());
