@@ -182,13 +182,13 @@ XLA_FFI_Error* Execute(XLA_FFI_CallFrame* frame) {
     api = &lease.api();
     int reduce_op = 0, root = 0, ps = 0;
     std::string range;
-    const int rank = api->rank(lease.engine());
-    if (!kernels::IntAttribute("reduce op", attrs.reduce_op, rank, &reduce_op,
+    if (!kernels::IntAttribute("reduce op", attrs.reduce_op, &reduce_op,
                                &range) ||
-        !kernels::IntAttribute("root rank", attrs.root, rank, &root, &range) ||
-        !kernels::IntAttribute("process set", attrs.process_set, rank, &ps,
-                               &range))
-      return Error(frame, XLA_FFI_Error_Code_INVALID_ARGUMENT, range);
+        !kernels::IntAttribute("root rank", attrs.root, &root, &range) ||
+        !kernels::IntAttribute("process set", attrs.process_set, &ps, &range))
+      return Error(
+          frame, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+          range + " (rank " + std::to_string(api->rank(lease.engine())) + ")");
     const std::string name =
         !attrs.name.empty()
             ? attrs.prefix + "." + attrs.name

@@ -13,10 +13,11 @@
 namespace horovod {
 namespace kernels {
 
-// `value` as an int in *out; false, with *error naming the attribute, the
-// value and `rank` (-1: not known yet), when it does not fit.
-inline bool IntAttribute(const char* attribute, int64_t value, int rank,
-                         int* out, std::string* error) {
+// `value` as an int in *out; false, with *error naming the attribute and
+// the value, when it does not fit (the caller adds its rank: looked up only
+// then, not on every call).
+inline bool IntAttribute(const char* attribute, int64_t value, int* out,
+                         std::string* error) {
   if (value >= std::numeric_limits<int>::min() &&
       value <= std::numeric_limits<int>::max()) {
     *out = static_cast<int>(value);
@@ -24,7 +25,6 @@ inline bool IntAttribute(const char* attribute, int64_t value, int rank,
   }
   *error = std::string(attribute) + " " + std::to_string(value) +
            " is out of range: it must fit an int";
-  if (rank >= 0) *error += " (rank " + std::to_string(rank) + ")";
   return false;
 }
 

@@ -131,12 +131,12 @@ class CollectiveKernel {
                                          st);
     if (TF_GetCode(st) != kTfOk) return false;
     std::string range;
-    if (!kernels::IntAttribute("reduce op", reduce_op, BoundRank(),
-                               &plan_.reduce_op, &range) ||
-        !kernels::IntAttribute("root rank", root, BoundRank(), &plan_.root,
+    if (!kernels::IntAttribute("reduce op", reduce_op, &plan_.reduce_op,
                                &range) ||
-        !kernels::IntAttribute("process set", process_set, BoundRank(),
-                               &plan_.process_set, &range)) {
+        !kernels::IntAttribute("root rank", root, &plan_.root, &range) ||
+        !kernels::IntAttribute("process set", process_set, &plan_.process_set,
+                               &range)) {
+      range += BoundRankNote();
       TF_SetStatus(st, kTfInvalidArgument, range.c_str());
       return false;
     }
@@ -153,10 +153,11 @@ class CollectiveKernel {
     return true;
   }
 
-  // This process's rank, or -1 before hvd.init().
-  static int BoundRank() {
+  // " (rank r)" for an error, or nothing before hvd.init().
+  static std::string BoundRankNote() {
     kernels::EngineBinding::Lease lease(kernels::EngineBinding::Process());
-    return lease ? lease.api().rank(lease.engine()) : -1;
+    if (!lease) return "";
+    return " (rank " + std::to_string(lease.api().rank(lease.engine())) + ")";
   }
 
   static std::vector<int64_t> IntList(TF_OpKernelConstruction* ctx,

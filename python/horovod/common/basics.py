@@ -50,8 +50,9 @@ class HorovodBasics:
     def _check_comm_ranks(self, comm):
         """init(comm=[ranks]) makes upstream's job of those ranks alone
         (an empty list: of every rank); here a job is the ranks launched,
-        so the list must name each of them once. Else the engine just started is shut down (every rank
-        passes the same list) and a ValueError says what to do instead."""
+        so the list must name each of them once. Else the engine just
+        started is shut down (every rank passes the same list) and a
+        ValueError says what to do instead."""
         if len(comm) == 0:
             return  # upstream's default: every rank
         size, rank = self._engine.size(), self._engine.rank()

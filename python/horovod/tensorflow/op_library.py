@@ -136,15 +136,15 @@ def _eager_plan(units, process_set_id, reduce_op, prescale, postscale, root):
     plan's number, then each unit's name number (-1 when named); None when
     the library holds no more plans."""
     global _plans_full
-    # Ints that a plan's C ints cannot hold go with the attributes instead,
-    # whose kernel refuses them by value.
-    if not all(_INT_MIN <= int(v) <= _INT_MAX
-               for v in (reduce_op, root, process_set_id)):
-        return None
     key = (units, process_set_id, reduce_op, prescale, postscale, root)
     entry = _plans.get(key)
     if entry is None:
         if _plans_full:
+            return None
+        # Ints that a plan's C ints cannot hold (so never in a plan) go
+        # with the attributes instead, whose kernel refuses them by value.
+        if not all(_INT_MIN <= int(v) <= _INT_MAX
+                   for v in (reduce_op, root, process_set_id)):
             return None
         n = len(units)
         names = [(_ops.op_name(u.prefix, u.name, 0) if u.name
