@@ -158,8 +158,10 @@ class Engine {
   // counting until it submits again.
   void LeaveCensus();
 
-  // Process sets: every rank must call these in the same order.
-  Status AddProcessSet(const std::vector<int>& ranks, int* id);
+  // Process sets: every rank must call these in the same order. The ranks
+  // are 64-bit so that a caller's out-of-range value (Python's ints are
+  // unbounded) is refused by value instead of wrapping onto a real rank.
+  Status AddProcessSet(const std::vector<int64_t>& ranks, int* id);
   Status RemoveProcessSet(int id);
   Status ProcessSetRanks(int id, std::vector<int>* ranks) const;
   std::vector<int> ProcessSetIds() const;

@@ -143,8 +143,8 @@ NB_MODULE(_core, m) {
            [](PyEngine& e) { return e.get().is_homogeneous(); })
       .def("enqueue",
            [](PyEngine& e, int op, const std::vector<nb::ndarray<>>& arrays,
-              const std::string& name, int reduce_op, double prescale,
-              double postscale, int root, std::vector<int64_t> splits,
+              const std::string& name, int64_t reduce_op, double prescale,
+              double postscale, int64_t root, std::vector<int64_t> splits,
               int process_set, const std::vector<int>& bfloat16_bits,
               const std::vector<nb::ndarray<>>& sources) {
              Engine& eng = e.get();
@@ -174,11 +174,12 @@ NB_MODULE(_core, m) {
              }
              CollectiveArgs args;
              args.name = name;
-             SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
+             Status st = SetArgs(&args, reduce_op, prescale, postscale, root,
+                                 process_set, eng.rank());
+             if (!st.ok()) Raise(st);
              args.splits = std::move(splits);
              std::vector<Handle> handles;
-             Status st =
-                 eng.Enqueue(static_cast<OpType>(op), views, args, &handles);
+             st = eng.Enqueue(static_cast<OpType>(op), views, args, &handles);
              if (!st.ok()) Raise(st);
              return handles;
            })
@@ -205,7 +206,7 @@ NB_MODULE(_core, m) {
              return last;
            })
       .def("add_process_set",
-           [](PyEngine& e, std::vector<int> ranks) {
+           [](PyEngine& e, const std::vector<int64_t>& ranks) {
              int id = -1;
              Status st;
              Engine& eng = e.get();
@@ -300,7 +301,7 @@ NB_MODULE(_core, m) {
           "enqueue_one",
           [](HandleTable& table, int op, nb::handle array, nb::object keep,
              nb::object finish, std::string_view prefix, std::string_view name,
-             int reduce_op, double prescale, double postscale, int root,
+             int64_t reduce_op, double prescale, double postscale, int64_t root,
              int process_set, nb::handle source) {
             return EnqueueOne(table, static_cast<OpType>(op), array,
                               std::move(keep), std::move(finish), prefix, name,

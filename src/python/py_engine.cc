@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/engine_binding.h"
+#include "kernels/int_attribute.h"
 #include "python/dlpack_view.h"
 
 namespace nb = nanobind;
@@ -21,13 +22,19 @@ void PyEngine::Stop() {
   engine.reset();
 }
 
-void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
-             double postscale, int root, int process_set) {
-  args->op = ReduceOpFromInt(reduce_op);
+Status SetArgs(CollectiveArgs* args, int64_t reduce_op, double prescale,
+               double postscale, int64_t root, int process_set, int rank) {
+  int op = 0;
+  std::string error;
+  if (!kernels::IntAttribute("reduce op", reduce_op, &op, &error) ||
+      !kernels::IntAttribute("root rank", root, &args->root, &error))
+    return Status::InvalidArgument(error + " (rank " + std::to_string(rank) +
+                                   ")");
+  args->op = ReduceOpFromInt(op);
   args->prescale = prescale;
   args->postscale = postscale;
-  args->root = root;
   args->process_set = process_set;
+  return Status::OK();
 }
 
 namespace {
@@ -54,8 +61,8 @@ void JoinName(std::string_view prefix, std::string_view name,
 int64_t EnqueueTensor(HandleTable& table, OpType op,
                       const nb::dlpack::dltensor& tensor, nb::handle keep,
                       nb::handle finish, std::string_view prefix,
-                      std::string_view name, int reduce_op, double prescale,
-                      double postscale, int root, int process_set,
+                      std::string_view name, int64_t reduce_op, double prescale,
+                      double postscale, int64_t root, int process_set,
                       const nb::dlpack::dltensor* source,
                       nb::handle source_keep) {
   PyEngine* pe = table.engine();
@@ -77,8 +84,9 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
     table.RaiseInvalidArgument(x.what());
   }
   JoinName(prefix, name, &args.name);
-  SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
-  Status st = eng->Enqueue(op, view, args, table.Reserve());
+  Status st = SetArgs(&args, reduce_op, prescale, postscale, root, process_set,
+                      pe->rank);
+  if (st.ok()) st = eng->Enqueue(op, view, args, table.Reserve());
   if (!st.ok()) table.Raise(st);
   return table.FileReserved(finish, keep, source_keep);
 }
@@ -104,8 +112,8 @@ const nb::dlpack::dltensor* TensorOfArray(nb::handle array,
 
 int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
                    nb::handle keep, nb::handle finish, std::string_view prefix,
-                   std::string_view name, int reduce_op, double prescale,
-                   double postscale, int root, int process_set,
+                   std::string_view name, int64_t reduce_op, double prescale,
+                   double postscale, int64_t root, int process_set,
                    nb::handle source) {
   nb::ndarray<> imported, imported_source;  // alive while the tensors are read
   nb::dlpack::dltensor storage, source_storage;

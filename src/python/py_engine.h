@@ -43,9 +43,11 @@ struct PyEngine {
 };
 
 // Sets the arguments Python passes as numbers; the name and splits are
-// the caller's to set.
-void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
-             double postscale, int root, int process_set);
+// the caller's to set. Python's ints are unbounded: a reduce op or root
+// past int's range is refused (InvalidArgument naming the value and
+// `rank`) rather than wrapped onto a real op or rank.
+Status SetArgs(CollectiveArgs* args, int64_t reduce_op, double prescale,
+               double postscale, int64_t root, int process_set, int rank);
 
 // Enqueues `tensor` on the table's engine and files it under a new handle
 // number, which it returns. The name is `prefix`.`name` (just `prefix` when
@@ -59,8 +61,8 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
                       const nanobind::dlpack::dltensor& tensor,
                       nanobind::handle keep, nanobind::handle finish,
                       std::string_view prefix, std::string_view name,
-                      int reduce_op, double prescale, double postscale,
-                      int root, int process_set,
+                      int64_t reduce_op, double prescale, double postscale,
+                      int64_t root, int process_set,
                       const nanobind::dlpack::dltensor* source = nullptr,
                       nanobind::handle source_keep = nanobind::handle());
 
@@ -70,8 +72,8 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
 int64_t EnqueueOne(HandleTable& table, OpType op, nanobind::handle array,
                    nanobind::handle keep, nanobind::handle finish,
                    std::string_view prefix, std::string_view name,
-                   int reduce_op, double prescale, double postscale, int root,
-                   int process_set, nanobind::handle source);
+                   int64_t reduce_op, double prescale, double postscale,
+                   int64_t root, int process_set, nanobind::handle source);
 
 }  // namespace horovod
 

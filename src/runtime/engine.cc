@@ -139,16 +139,18 @@ Status Engine::Join(int* last_joined_rank) {
   return Status::OK();
 }
 
-Status Engine::AddProcessSet(const std::vector<int>& ranks, int* id) {
-  std::vector<int> sorted = ranks;
+Status Engine::AddProcessSet(const std::vector<int64_t>& ranks, int* id) {
+  std::vector<int64_t> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   if (sorted.empty() ||
       std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
       sorted.front() < 0 || sorted.back() >= size())
-    return Status::InvalidArgument(
-        "invalid process set ranks " +
-        ShapeString(std::vector<int64_t>(ranks.begin(), ranks.end())) +
-        " for a job of size " + std::to_string(size()));
+    return Status::InvalidArgument("invalid process set ranks " +
+                                   ShapeString(ranks) + " for a job of size " +
+                                   std::to_string(size()) +
+                                   ": each must be a "
+                                   "distinct rank of the job (rank " +
+                                   std::to_string(rank()) + ")");
   Request r;
   r.op = Op::kAddProcessSet;
   r.name = "__add_process_set__";

@@ -5,7 +5,8 @@ import atexit
 import os
 import threading
 
-from horovod.common.process_sets import ProcessSet, global_process_set
+from horovod.common.process_sets import (ProcessSet, global_process_set,
+                                         integer_ranks)
 
 _NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
 
@@ -57,8 +58,8 @@ class HorovodBasics:
             return  # upstream's default: every rank
         size, rank = self._engine.size(), self._engine.rank()
         try:
-            ranks = sorted(int(r) for r in comm)
-        except (TypeError, ValueError):
+            ranks = sorted(integer_ranks(comm, "comm"))
+        except ValueError:
             ranks = None
         if ranks == list(range(size)):
             return

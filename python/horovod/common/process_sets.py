@@ -1,6 +1,17 @@
 """Process sets: subsets of ranks that run collectives among themselves."""
 
+import operator
 from typing import List, Optional, Sequence
+
+
+def integer_ranks(ranks, what):
+    """`ranks` as Python ints; a ValueError naming `what` and the list
+    when one is not an integer (int() would take 1.5 as rank 1)."""
+    try:
+        return [operator.index(r) for r in ranks]
+    except TypeError:
+        raise ValueError("%s must be integers, got %r" % (what, ranks)) \
+            from None
 
 
 class ProcessSet:
@@ -13,7 +24,8 @@ class ProcessSet:
             raise ValueError(
                 "process sets from MPI communicators need the MPI backend, "
                 "which this build does not use; pass a list of ranks")
-        self.ranks: Optional[List[int]] = sorted(int(r) for r in ranks_or_comm)
+        self.ranks: Optional[List[int]] = sorted(
+            integer_ranks(ranks_or_comm, "process set ranks"))
         self.process_set_id: Optional[int] = None
         self._basics = None
 

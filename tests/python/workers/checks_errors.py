@@ -168,6 +168,46 @@ def check_bad_local_input_raises_value_error_naming_rank():
     works()
 
 
+def check_ints_past_int_range_are_refused_by_value():
+    # Python's ints are unbounded; narrowed by a cast, 2**32 + 1 would be
+    # rank 1 or op 1 (Sum), a collective that runs on the wrong argument.
+    for big in (2**32 + 1, -2**40):
+        for call in (lambda: hvd.broadcast(torch.ones(2), big),
+                     lambda: hvd.broadcast_(torch.ones(2), big, name="bigroot"),
+                     lambda: hvd.broadcast_async(torch.ones(2), big)):
+            e = expect(hvd.HorovodInvalidArgumentError,
+                       "root rank %d is out of range: it must fit an int "
+                       "(rank %d)" % (big, r), call)
+            assert len(str(e)) < 200, str(e)
+        for call in (lambda: hvd.allreduce(torch.ones(2), op=big),
+                     lambda: hvd.allreduce_(torch.ones(2), op=big, name="bigop"),
+                     lambda: hvd.allreduce_async_(torch.ones(2), op=big),
+                     lambda: hvd.grouped_allreduce([torch.ones(2)], op=big),
+                     lambda: hvd.reducescatter(torch.ones(2), op=big)):
+            expect(hvd.HorovodInvalidArgumentError,
+                   "reduce op %d is out of range: it must fit an int (rank %d)"
+                   % (big, r), call)
+    works()
+
+
+def check_bad_process_set_ranks_are_refused_naming_them():
+    for ranks in ([0, 2**40], [0, 0], [n], [-1], []):
+        e = expect(hvd.HorovodInvalidArgumentError,
+                   "invalid process set ranks %s for a job of size %d"
+                   % (ranks, n),
+                   lambda: hvd.add_process_set(ranks))
+        assert "(rank %d)" % r in str(e), e
+    for ranks in ([0, 1.5], ["0"]):
+        expect(ValueError, "process set ranks must be integers, got %r"
+               % (ranks,), lambda: hvd.add_process_set(ranks))
+    # Every rank still registers the same sets in the same order.
+    ps = hvd.add_process_set(list(range(n)))
+    close(hvd.allreduce(torch.ones(2), op=hvd.Sum, process_set=ps),
+          torch.full((2,), float(n)))
+    hvd.remove_process_set(ps)
+    works()
+
+
 def check_unknown_handle_synchronizes_to_none():
     assert hvd.synchronize(12345678) is None
     expect(ValueError, "unknown or already synchronized handle",
@@ -198,7 +238,8 @@ def check_init_comm_must_name_every_rank():
         hvd.init(comm=every)
         works()
     hvd.shutdown()
-    for comm in ([0], list(range(n)) + [0], ["a"]):
+    for comm in ([0], list(range(n)) + [0], ["a"],
+                 [k + 0.5 for k in range(n)]):
         e = expect(ValueError, "must name every rank of the job (0 to %d)"
                    % (n - 1), lambda: hvd.init(comm=comm))
         assert "rank %d" % r in str(e), e
