@@ -141,48 +141,58 @@ NB_MODULE(_core, m) {
       .def("cross_size", [](PyEngine& e) { return e.get().cross_size(); })
       .def("is_homogeneous",
            [](PyEngine& e) { return e.get().is_homogeneous(); })
-      .def("enqueue",
-           [](PyEngine& e, int op, const std::vector<nb::ndarray<>>& arrays,
-              const std::string& name, int64_t reduce_op, double prescale,
-              double postscale, int64_t root, std::vector<int64_t> splits,
-              int process_set, const std::vector<int>& bfloat16_bits,
-              const std::vector<nb::ndarray<>>& sources) {
-             Engine& eng = e.get();
-             // An out-of-place allreduce's inputs, one per array; the
-             // caller keeps them alive until the handles finish.
-             if (!sources.empty() && sources.size() != arrays.size())
-               throw nb::value_error("sources must be empty or one per array");
-             std::vector<TensorView> views, froms;
-             views.reserve(arrays.size());
-             for (const auto& a : arrays)
-               views.push_back(dlpack::ToView(a, eng.rank()));
-             for (const auto& a : sources)
-               froms.push_back(dlpack::ToView(a, eng.rank()));
-             // Arrays NumPy holds as bfloat16 arrive as their uint16 bits,
-             // and so do their sources.
-             for (int i : bfloat16_bits) {
-               if (i < 0 || i >= static_cast<int>(views.size()) ||
-                   views[i].dtype != DataType::kInt16)
-                 throw nb::value_error("bfloat16_bits must name 16-bit arrays");
-               views[i].dtype = DataType::kBFloat16;
-               if (!froms.empty() && froms[i].dtype == DataType::kInt16)
-                 froms[i].dtype = DataType::kBFloat16;
-             }
-             for (size_t i = 0; i < froms.size(); ++i) {
-               dlpack::CheckSource(froms[i], views[i], eng.rank());
-               views[i].input = froms[i].data;
-             }
-             CollectiveArgs args;
-             args.name = name;
-             Status st = SetArgs(&args, reduce_op, prescale, postscale, root,
-                                 process_set, eng.rank());
-             if (!st.ok()) Raise(st);
-             args.splits = std::move(splits);
-             std::vector<Handle> handles;
-             st = eng.Enqueue(static_cast<OpType>(op), views, args, &handles);
-             if (!st.ok()) Raise(st);
-             return handles;
-           })
+      .def(
+          "enqueue",
+          [](PyEngine& e, int op, const std::vector<nb::ndarray<>>& arrays,
+             const std::string& name, nb::handle reduce_op, nb::handle prescale,
+             nb::handle postscale, nb::handle root, std::vector<int64_t> splits,
+             int process_set, const std::vector<int>& bfloat16_bits,
+             const std::vector<nb::ndarray<>>& sources) {
+            Engine& eng = e.get();
+            // An out-of-place allreduce's inputs, one per array; the
+            // caller keeps them alive until the handles finish.
+            if (!sources.empty() && sources.size() != arrays.size())
+              throw nb::value_error("sources must be empty or one per array");
+            std::vector<TensorView> views, froms;
+            views.reserve(arrays.size());
+            for (const auto& a : arrays)
+              views.push_back(dlpack::ToView(a, eng.rank()));
+            for (const auto& a : sources)
+              froms.push_back(dlpack::ToView(a, eng.rank()));
+            // Arrays NumPy holds as bfloat16 arrive as their uint16 bits,
+            // and so do their sources.
+            for (int i : bfloat16_bits) {
+              if (i < 0 || i >= static_cast<int>(views.size()) ||
+                  views[i].dtype != DataType::kInt16)
+                throw nb::value_error("bfloat16_bits must name 16-bit arrays");
+              views[i].dtype = DataType::kBFloat16;
+              if (!froms.empty() && froms[i].dtype == DataType::kInt16)
+                froms[i].dtype = DataType::kBFloat16;
+            }
+            for (size_t i = 0; i < froms.size(); ++i) {
+              dlpack::CheckSource(froms[i], views[i], eng.rank());
+              views[i].input = froms[i].data;
+            }
+            CollectiveArgs args;
+            args.name = name;
+            const PyNumbers n = PyNumbers::From(reduce_op, prescale, postscale,
+                                                root, eng.rank());
+            SetArgs(&args, n.reduce_op, n.prescale, n.postscale, n.root,
+                    process_set);
+            args.splits = std::move(splits);
+            std::vector<Handle> handles;
+            Status st =
+                eng.Enqueue(static_cast<OpType>(op), views, args, &handles);
+            if (!st.ok()) Raise(st);
+            return handles;
+          },
+          // The numbers as Python passes them, None included: PyNumbers
+          // names what is wrong with them.
+          nb::arg("op"), nb::arg("arrays"), nb::arg("name"),
+          nb::arg("reduce_op").none(), nb::arg("prescale").none(),
+          nb::arg("postscale").none(), nb::arg("root").none(),
+          nb::arg("splits"), nb::arg("process_set"), nb::arg("bfloat16_bits"),
+          nb::arg("sources"))
       .def("barrier",
            [](PyEngine& e, int process_set) {
              Status st;
@@ -301,8 +311,8 @@ NB_MODULE(_core, m) {
           "enqueue_one",
           [](HandleTable& table, int op, nb::handle array, nb::object keep,
              nb::object finish, std::string_view prefix, std::string_view name,
-             int64_t reduce_op, double prescale, double postscale, int64_t root,
-             int process_set, nb::handle source) {
+             nb::handle reduce_op, nb::handle prescale, nb::handle postscale,
+             nb::handle root, int process_set, nb::handle source) {
             return EnqueueOne(table, static_cast<OpType>(op), array,
                               std::move(keep), std::move(finish), prefix, name,
                               reduce_op, prescale, postscale, root, process_set,
@@ -310,9 +320,23 @@ NB_MODULE(_core, m) {
           },
           nb::arg("op"), nb::arg("array"), nb::arg("keep").none(),
           nb::arg("finish").none(), nb::arg("prefix"), nb::arg("name"),
-          nb::arg("reduce_op"), nb::arg("prescale"), nb::arg("postscale"),
-          nb::arg("root"), nb::arg("process_set"),
-          nb::arg("source").none() = nb::none());
+          nb::arg("reduce_op").none(), nb::arg("prescale").none(),
+          nb::arg("postscale").none(), nb::arg("root").none(),
+          nb::arg("process_set"), nb::arg("source").none() = nb::none());
+  // A collective's numbers as enqueue_one takes them, for adapters that
+  // pass them on another way (TensorFlow's op attributes, XLA's): the
+  // tuple (reduce_op, prescale, postscale, root) of int, float, float, int.
+  table_class.def(
+      "numbers",
+      [](HandleTable& table, nb::handle reduce_op, nb::handle prescale,
+         nb::handle postscale, nb::handle root) {
+        const PyNumbers n =
+            TableNumbers(table, reduce_op, prescale, postscale, root);
+        return std::make_tuple(n.reduce_op, n.prescale, n.postscale, n.root);
+      },
+      nb::arg("reduce_op").none() = static_cast<int>(ReduceOp::kSum),
+      nb::arg("prescale").none() = 1.0, nb::arg("postscale").none() = 1.0,
+      nb::arg("root").none() = 0);
   // poll and synchronize: see table_methods.h. Adapters export the bound
   // methods as theirs, without a Python frame around them.
   AddTableMethods(table_class);

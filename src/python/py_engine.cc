@@ -5,7 +5,6 @@
 #include <string>
 
 #include "kernels/engine_binding.h"
-#include "kernels/int_attribute.h"
 #include "python/dlpack_view.h"
 
 namespace nb = nanobind;
@@ -22,22 +21,23 @@ void PyEngine::Stop() {
   engine.reset();
 }
 
-Status SetArgs(CollectiveArgs* args, int64_t reduce_op, double prescale,
-               double postscale, int64_t root, int process_set, int rank) {
-  int op = 0;
-  std::string error;
-  if (!kernels::IntAttribute("reduce op", reduce_op, &op, &error) ||
-      !kernels::IntAttribute("root rank", root, &args->root, &error))
-    return Status::InvalidArgument(error + " (rank " + std::to_string(rank) +
-                                   ")");
-  args->op = ReduceOpFromInt(op);
+void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
+             double postscale, int root, int process_set) {
+  args->op = ReduceOpFromInt(reduce_op);
   args->prescale = prescale;
   args->postscale = postscale;
+  args->root = root;
   args->process_set = process_set;
-  return Status::OK();
 }
 
 namespace {
+
+PyEngine& BoundEngine(HandleTable& table) {
+  PyEngine* pe = table.engine();
+  if (pe == nullptr)
+    throw nb::value_error("Horovod has not been initialized; use hvd.init().");
+  return *pe;
+}
 
 // Sets `*out` to `prefix`.`name` (`prefix` alone for an empty name).
 // Consecutive calls mostly share the prefix: only the rest is rewritten,
@@ -61,13 +61,11 @@ void JoinName(std::string_view prefix, std::string_view name,
 int64_t EnqueueTensor(HandleTable& table, OpType op,
                       const nb::dlpack::dltensor& tensor, nb::handle keep,
                       nb::handle finish, std::string_view prefix,
-                      std::string_view name, int64_t reduce_op, double prescale,
-                      double postscale, int64_t root, int process_set,
+                      std::string_view name, int reduce_op, double prescale,
+                      double postscale, int root, int process_set,
                       const nb::dlpack::dltensor* source,
                       nb::handle source_keep) {
-  PyEngine* pe = table.engine();
-  if (pe == nullptr)
-    throw nb::value_error("Horovod has not been initialized; use hvd.init().");
+  PyEngine* pe = &BoundEngine(table);
   TensorView& view = pe->view;
   CollectiveArgs& args = pe->args;
   Engine* eng = nullptr;
@@ -84,9 +82,8 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
     table.RaiseInvalidArgument(x.what());
   }
   JoinName(prefix, name, &args.name);
-  Status st = SetArgs(&args, reduce_op, prescale, postscale, root, process_set,
-                      pe->rank);
-  if (st.ok()) st = eng->Enqueue(op, view, args, table.Reserve());
+  SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
+  Status st = eng->Enqueue(op, view, args, table.Reserve());
   if (!st.ok()) table.Raise(st);
   return table.FileReserved(finish, keep, source_keep);
 }
@@ -110,11 +107,26 @@ const nb::dlpack::dltensor* TensorOfArray(nb::handle array,
 
 }  // namespace
 
+PyNumbers TableNumbers(HandleTable& table, nb::handle reduce_op,
+                       nb::handle prescale, nb::handle postscale,
+                       nb::handle root) {
+  try {
+    const PyEngine* pe = table.engine();  // none while a graph is traced
+    return PyNumbers::From(reduce_op, prescale, postscale, root,
+                           pe != nullptr ? pe->rank : -1);
+  } catch (const nb::builtin_exception& x) {
+    if (x.type() != nb::exception_type::value_error) throw;
+    table.RaiseInvalidArgument(x.what());
+  }
+}
+
 int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
                    nb::handle keep, nb::handle finish, std::string_view prefix,
-                   std::string_view name, int64_t reduce_op, double prescale,
-                   double postscale, int64_t root, int process_set,
-                   nb::handle source) {
+                   std::string_view name, nb::handle reduce_op,
+                   nb::handle prescale, nb::handle postscale, nb::handle root,
+                   int process_set, nb::handle source) {
+  const PyNumbers numbers =
+      TableNumbers(table, reduce_op, prescale, postscale, root);
   nb::ndarray<> imported, imported_source;  // alive while the tensors are read
   nb::dlpack::dltensor storage, source_storage;
   const nb::dlpack::dltensor* tensor =
@@ -123,7 +135,8 @@ int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
   if (source.is_valid() && !source.is_none())
     from = TensorOfArray(source, &imported_source, &source_storage);
   return EnqueueTensor(table, op, *tensor, keep, finish, prefix, name,
-                       reduce_op, prescale, postscale, root, process_set, from,
+                       numbers.reduce_op, numbers.prescale, numbers.postscale,
+                       numbers.root, process_set, from,
                        from != nullptr ? source : nb::handle());
 }
 

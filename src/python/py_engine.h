@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "python/handle_table.h"
+#include "python/py_number.h"
 
 namespace horovod {
 
@@ -43,11 +44,9 @@ struct PyEngine {
 };
 
 // Sets the arguments Python passes as numbers; the name and splits are
-// the caller's to set. Python's ints are unbounded: a reduce op or root
-// past int's range is refused (InvalidArgument naming the value and
-// `rank`) rather than wrapped onto a real op or rank.
-Status SetArgs(CollectiveArgs* args, int64_t reduce_op, double prescale,
-               double postscale, int64_t root, int process_set, int rank);
+// the caller's to set.
+void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
+             double postscale, int root, int process_set);
 
 // Enqueues `tensor` on the table's engine and files it under a new handle
 // number, which it returns. The name is `prefix`.`name` (just `prefix` when
@@ -61,19 +60,27 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
                       const nanobind::dlpack::dltensor& tensor,
                       nanobind::handle keep, nanobind::handle finish,
                       std::string_view prefix, std::string_view name,
-                      int64_t reduce_op, double prescale, double postscale,
-                      int64_t root, int process_set,
+                      int reduce_op, double prescale, double postscale,
+                      int root, int process_set,
                       const nanobind::dlpack::dltensor* source = nullptr,
                       nanobind::handle source_keep = nanobind::handle());
 
+// PyNumbers::From with the rank of the table's engine (-1 when none is
+// bound), raising the table's InvalidArgument type where From raises
+// ValueError.
+PyNumbers TableNumbers(HandleTable& table, nanobind::handle reduce_op,
+                       nanobind::handle prescale, nanobind::handle postscale,
+                       nanobind::handle root);
+
 // EnqueueTensor for `array` and, unless None, `source`: each a DLPack
 // capsule, read in place, or any other DLPack exporter, imported by
-// nanobind.
+// nanobind; the numbers as Python passes them (PyNumbers).
 int64_t EnqueueOne(HandleTable& table, OpType op, nanobind::handle array,
                    nanobind::handle keep, nanobind::handle finish,
                    std::string_view prefix, std::string_view name,
-                   int64_t reduce_op, double prescale, double postscale,
-                   int64_t root, int process_set, nanobind::handle source);
+                   nanobind::handle reduce_op, nanobind::handle prescale,
+                   nanobind::handle postscale, nanobind::handle root,
+                   int process_set, nanobind::handle source);
 
 }  // namespace horovod
 

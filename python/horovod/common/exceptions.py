@@ -5,6 +5,12 @@ class HorovodInternalError(RuntimeError):
     """A collective operation failed (a peer died, ranks disagreed, or the
     engine shut down)."""
 
+    # Exception's own constructor, which these errors use unchanged: raised
+    # while TensorFlow's autograph traces a function, an error keeps its
+    # type only when its __init__ is this one (else autograph re-raises a
+    # StagingError that no `except` for the Horovod type catches).
+    __init__ = Exception.__init__
+
 
 class HorovodInvalidArgumentError(HorovodInternalError, ValueError):
     """A collective was given input it cannot run with (a scalar where a

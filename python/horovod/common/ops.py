@@ -161,8 +161,7 @@ class Collectives:
             froms = [export(a) for a in sources]
         keep = (arrays, sources) if sources else arrays
         core = engine_call(engine.enqueue, op.value, views, full_name,
-                           int(reduce_op),
-                           float(prescale), float(postscale), int(root),
+                           reduce_op, prescale, postscale, root,
                            [int(s) for s in splits] if splits else [], ps,
                            bits, froms)
         return self.handles.add(core, finish, keep)

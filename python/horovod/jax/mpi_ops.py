@@ -128,12 +128,21 @@ def _numpy_collective(op, arrays, prefix, name, process_set,
         _collectives.leave_census()
 
 
+def _checked_numbers(reduce_op=Sum, prescale=1.0, postscale=1.0, root=0):
+    reduce_op, prescale, postscale, root = _collectives.handles.numbers(
+        reduce_op, prescale, postscale, root)
+    return dict(reduce_op=reduce_op, prescale=prescale, postscale=postscale,
+                root=root)
+
+
 def _call(op, xs, prefix, name, process_set, out_specs, **kw):
     """The collective over the arrays xs: directly when they are concrete;
     when traced, allreduce and broadcast as Horovod's primitive (an XLA
     custom call), the others as one ordered io_callback, out_specs(xs)
     giving its output ShapeDtypeStructs."""
     xla = op in (_OP.allreduce, _OP.broadcast)
+    if kw:  # checked as torch's are: a root of 1.5 is no rank 1
+        kw = _checked_numbers(**kw)
     if not _traced(xs):
         if xla and all(isinstance(x, jax.Array) for x in xs):
             return _eager_xla(op.value, xs, prefix, name,
@@ -320,12 +329,13 @@ def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     if type(tensor) in _CONCRETE_TYPES or _concrete(tensor):
         # The path _call takes for a concrete array, without its layers: a
         # small allreduce's time is mostly per-call Python.
+        op, prescale, postscale, _ = _collectives.handles.numbers(
+            op, prescale_factor, postscale_factor)
         return _eager_xla(_ALLREDUCE, [tensor], "allreduce", name,
                           _collectives.process_set_id(process_set), op,
-                          float(prescale_factor), float(postscale_factor))[0]
-    return _grouped_allreduce([tensor], name, op, float(prescale_factor),
-                              float(postscale_factor), process_set,
-                              "allreduce")[0]
+                          prescale, postscale)[0]
+    return _grouped_allreduce([tensor], name, op, prescale_factor,
+                              postscale_factor, process_set, "allreduce")[0]
 
 
 def grouped_allreduce(tensors, average=None, name=None, op=None,
@@ -336,8 +346,8 @@ def grouped_allreduce(tensors, average=None, name=None, op=None,
     if not tensors:
         return []
     return _grouped_allreduce(tensors, name, resolve_op(average, op),
-                              float(prescale_factor), float(postscale_factor),
-                              process_set, "grouped_allreduce")
+                              prescale_factor, postscale_factor, process_set,
+                              "grouped_allreduce")
 
 
 # -- allgather ---------------------------------------------------------------
@@ -399,7 +409,7 @@ def _grouped_broadcast(xs, root_rank, name, process_set, prefix):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root_rank's array on every rank (differentiable)."""
-    return _grouped_broadcast([tensor], int(root_rank), name, process_set,
+    return _grouped_broadcast([tensor], root_rank, name, process_set,
                               "broadcast")[0]
 
 
@@ -412,10 +422,10 @@ def broadcast_parameters(params, root_rank=0, name=None,
         return params
     if not _traced(leaves):
         out = _call(_OP.broadcast, leaves, "grouped_broadcast", name,
-                    process_set, None, root=int(root_rank))
+                    process_set, None, root=root_rank)
     else:
         out = _grouped_broadcast([jnp.asarray(x) for x in leaves],
-                                 int(root_rank), name, process_set,
+                                 root_rank, name, process_set,
                                  "grouped_broadcast")
     return jax.tree_util.tree_unflatten(tree, out)
 
@@ -536,14 +546,14 @@ def reducescatter(tensor, name=None, op=Average,
     """Reduces `tensor` over the set and returns this rank's share of
     dimension 0 (the first dim0 % size ranks get one extra row).
     Differentiable."""
-    op = Average if op is None else op
+    # Checked here: the traced path's gradient computes with them.
+    op, prescale, postscale, _ = _collectives.handles.numbers(
+        Average if op is None else op, prescale_factor, postscale_factor)
     if not _traced([tensor]):
         return _call(_OP.reducescatter, [tensor], "reducescatter", name,
-                     process_set, None, reduce_op=op,
-                     prescale=float(prescale_factor),
-                     postscale=float(postscale_factor))[0]
-    return _reducescatter(jnp.asarray(tensor), name, op,
-                          float(prescale_factor), float(postscale_factor),
+                     process_set, None, reduce_op=op, prescale=prescale,
+                     postscale=postscale)[0]
+    return _reducescatter(jnp.asarray(tensor), name, op, prescale, postscale,
                           process_set)
 
 

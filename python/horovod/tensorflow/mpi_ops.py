@@ -65,7 +65,13 @@ def _op_name(kind, tensor, name, ignore_name_scope):
 
 
 def _as_tensor(t):
-    return t if isinstance(t, tf.Tensor) else tf.convert_to_tensor(t)
+    """`t` as a tensor of the current context. In a graph an eager tensor
+    from outside (a tf.function's closure) is captured: as it is, it has no
+    name to name the operation after."""
+    if isinstance(t, tf.Tensor) and (type(t) is not _EagerTensor
+                                     or tf.executing_eagerly()):
+        return t
+    return tf.convert_to_tensor(t)
 
 
 def _check_not_xla():

@@ -128,7 +128,6 @@ _plans = {}
 # Set once the library's plan table is full: new arguments then go with
 # their attributes (HorovodCollective), as in a graph.
 _plans_full = False
-_INT_MIN, _INT_MAX = -2**31, 2**31 - 1
 
 
 def _eager_plan(units, process_set_id, reduce_op, prescale, postscale, root):
@@ -141,20 +140,15 @@ def _eager_plan(units, process_set_id, reduce_op, prescale, postscale, root):
     if entry is None:
         if _plans_full:
             return None
-        # Ints that a plan's C ints cannot hold (so never in a plan) go
-        # with the attributes instead, whose kernel refuses them by value.
-        if not all(_INT_MIN <= int(v) <= _INT_MAX
-                   for v in (reduce_op, root, process_set_id)):
-            return None
         n = len(units)
         names = [(_ops.op_name(u.prefix, u.name, 0) if u.name
                   else u.prefix + ".noname.").encode() for u in units]
         error = ctypes.create_string_buffer(256)
         number = _plan((ctypes.c_int64 * n)(*[u.kind for u in units]),
                        (ctypes.c_int64 * n)(*[u.count for u in units]),
-                       (ctypes.c_char_p * n)(*names), n, int(reduce_op),
-                       float(prescale), float(postscale), int(root),
-                       int(process_set_id), error, len(error))
+                       (ctypes.c_char_p * n)(*names), n, reduce_op,
+                       prescale, postscale, root, process_set_id, error,
+                       len(error))
         if number == -2:
             _plans_full = True
             return None
@@ -210,6 +204,10 @@ def collective(units, tensors, process_set_id, eager, reduce_op=_ops.Sum,
                prescale=1.0, postscale=1.0, root=0):
     """Runs `units` (a tuple of Unit) over `tensors` (laid out unit after
     unit); returns one output per tensor."""
+    # Checked as the other adapters' numbers are: TypeError for a root of
+    # 1.5 (int() would take rank 1), InvalidArgument past int's range.
+    reduce_op, prescale, postscale, root = _collectives.handles.numbers(
+        reduce_op, prescale, postscale, root)
     try:
         if eager:
             plan = _eager_plan(units, process_set_id, reduce_op, prescale,
@@ -220,9 +218,8 @@ def collective(units, tensors, process_set_id, eager, reduce_op=_ops.Sum,
                                                    eager)
         return _lib.horovod_collective(
             tensors, numbers, kinds=kinds, sizes=sizes, names=names,
-            reduce_op=int(reduce_op), prescale=float(prescale),
-            postscale=float(postscale), root=int(root),
-            process_set=process_set_id)
+            reduce_op=reduce_op, prescale=prescale, postscale=postscale,
+            root=root, process_set=process_set_id)
     except tf.errors.OpError as e:
         if not eager:
             raise

@@ -190,6 +190,34 @@ def check_ints_past_int_range_are_refused_by_value():
     works()
 
 
+def check_numbers_of_the_wrong_kind_are_refused_by_value():
+    # int() would take a root of 1.5 as rank 1 and a float op as its int;
+    # the engine's binding would answer with its signature.
+    for call, what, shown in (
+            (lambda: hvd.broadcast(torch.ones(2), 1.5), "root rank", "1.5"),
+            (lambda: hvd.broadcast_(torch.ones(2), 0.0), "root rank", "0.0"),
+            (lambda: hvd.allreduce(torch.ones(2), op=1.0), "reduce op", "1.0"),
+            (lambda: hvd.allreduce_(torch.ones(2), name="f", op=1.0),
+             "reduce op", "1.0"),
+            (lambda: hvd.grouped_allreduce([torch.ones(2)], op="1"),
+             "reduce op", "'1'")):
+        expect(TypeError, "%s must be an integer, got %s (rank %d)"
+               % (what, shown, r), call)
+    for call in (lambda: hvd.allreduce(torch.ones(2), prescale_factor="2"),
+                 lambda: hvd.allreduce_(torch.ones(2), postscale_factor=None,
+                                        name="g"),
+                 lambda: hvd.grouped_allreduce([torch.ones(2)],
+                                               postscale_factor=[2])):
+        expect(TypeError, "factor must be a number, got", call)
+    # Integers of other types and real numbers with __float__ are taken.
+    close(hvd.broadcast(torch.full((2,), float(r)), torch.tensor(n - 1)),
+          torch.full((2,), float(n - 1)))
+    close(hvd.allreduce(torch.ones(2), op=torch.tensor(hvd.Sum),
+                        prescale_factor=torch.tensor(2.0), postscale_factor=3),
+          torch.full((2,), 6.0 * n))
+    works()
+
+
 def check_bad_process_set_ranks_are_refused_naming_them():
     for ranks in ([0, 2**40], [0, 0], [n], [-1], []):
         e = expect(hvd.HorovodInvalidArgumentError,

@@ -235,6 +235,19 @@ def check_errors_name_value_and_rank():
         raises(Exception, lambda: wrap(lambda t: hvd.allreduce(
             t, op=2**32 + 1))(jnp.ones(2)).block_until_ready(),
             "reduce op %d is out of range" % (2**32 + 1), "rank %d" % r)
+        # Numbers of the wrong kind, not truncated (int() takes 1.5 as 1).
+        raises(TypeError, lambda: wrap(lambda t: hvd.broadcast(t, 1.5))(
+            jnp.ones(2)), "root rank must be an integer, got 1.5",
+            "rank %d" % r)
+        raises(TypeError, lambda: wrap(lambda t: hvd.broadcast_parameters(
+            {"w": t}, root_rank=0.0))(jnp.ones(2)),
+            "root rank must be an integer, got 0.0")
+        raises(TypeError, lambda: wrap(lambda t: hvd.allreduce(t, op=1.0))(
+            jnp.ones(2)), "reduce op must be an integer, got 1.0")
+        raises(TypeError, lambda: wrap(lambda t: hvd.reducescatter(
+            t, prescale_factor="2"))(jnp.ones(2)),
+            "prescale factor must be a number, got '2'")
+    same(hvd.broadcast(jnp.full(2, float(r)), np.int64(n - 1)), [n - 1] * 2)
     same(hvd.allreduce(jnp.ones(2), op=hvd.Sum), [n] * 2)  # still working
 
 

@@ -233,6 +233,22 @@ def check_join_barrier_and_topology_ops():
     assert hvd.mpi_built() is False and hvd.nccl_built() == 0
 
 
+def check_function_closing_over_eager_tensors():
+    # A tf.function that uses tensors made outside it: each is captured,
+    # and unnamed collectives are named after the capture.
+    x = tf.fill([2 * n], float(r + 1))
+    total = float(sum(range(1, n + 1)))
+    f = tf.function(lambda: (hvd.allreduce(x, op=hvd.Sum),
+                             hvd.broadcast(x, 0), hvd.allgather(x),
+                             hvd.reducescatter(x, op=hvd.Sum)))
+    for _ in range(2):
+        reduced, sent, gathered, scattered = f()
+        assert np.allclose(reduced.numpy(), [total] * 2 * n), reduced
+        assert np.allclose(sent.numpy(), [1.0] * 2 * n), sent
+        assert gathered.shape == [2 * n * n], gathered.shape
+        assert np.allclose(scattered.numpy(), [total] * 2), scattered
+
+
 def check_named_and_unnamed_in_function_reuse_names():
     # A traced function submits the same names on every execution.
     @tf.function

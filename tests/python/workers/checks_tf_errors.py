@@ -79,10 +79,26 @@ def check_bad_input_names_value_and_rank():
     raises(hvd.HorovodInvalidArgumentError,
            lambda: hvd.allreduce(tf.ones([2]), op=2**32 + 1),
            "reduce op %d is out of range" % (2**32 + 1), "rank %d" % r)
-    raises(tf.errors.InvalidArgumentError,
+    # In a function, while it is traced.
+    raises(hvd.HorovodInvalidArgumentError,
            tf.function(lambda: hvd.broadcast(tf.ones([2]),
                                              root_rank=2**32 + 1)),
            "root rank %d is out of range" % (2**32 + 1), "rank %d" % r)
+    # Numbers of the wrong kind, not truncated (int() takes 1.5 as 1).
+    for call in (lambda: hvd.broadcast(tf.ones([2]), 1.5),
+                 tf.function(lambda: hvd.broadcast(tf.ones([2]), 1.5))):
+        raises(TypeError, call,
+               "root rank must be an integer, got 1.5 (rank %d)" % r)
+    for call in (lambda: hvd.allreduce(tf.ones([2]), op=1.0),
+                 tf.function(lambda: hvd.allreduce(tf.ones([2]), op=1.0))):
+        raises(TypeError, call,
+               "reduce op must be an integer, got 1.0 (rank %d)" % r)
+    raises(TypeError, lambda: hvd.allreduce(tf.ones([2]),
+                                            prescale_factor="2"),
+           "prescale factor must be a number, got '2' (rank %d)" % r)
+    # NumPy's integers and 0-dim integer tensors are integers.
+    y = hvd.broadcast(tf.fill([2], float(r)), np.int64(n - 1))
+    assert np.allclose(y.numpy(), [n - 1] * 2), y
     still_working()
 
 
