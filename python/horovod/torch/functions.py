@@ -10,24 +10,35 @@ from horovod.torch.mpi_ops import (_collectives, broadcast_async_, rank,
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
-    """Broadcasts a state_dict, or (name, tensor) pairs, from root_rank in
-    place."""
+    """Broadcasts, in place from root_rank, a state_dict or any iterable of
+    named_parameters() pairs or bare tensors (parameters(), a generator,
+    included). Entries that are None are skipped; any other entry that is
+    not a tensor is refused on every rank before anything is sent."""
     if isinstance(params, dict):
         items = sorted(params.items())
-    elif isinstance(params, list):
-        # named_parameters() pairs or bare parameters() (named by handle).
-        items = [p if isinstance(p, tuple) else (None, p) for p in params]
     else:
-        items = list(params)
-    handles = []
+        try:
+            entries = list(params)
+        except TypeError:
+            raise ValueError("broadcast_parameters takes a dict or an "
+                             "iterable of tensors, got %s (rank %d)"
+                             % (type(params).__name__, rank())) from None
+        items = [p if isinstance(p, tuple) else (None, p) for p in entries]
+    targets = []
     for name, p in items:
         if p is None:
             continue
         target = p.data if isinstance(p, torch.nn.Parameter) else p
         if not isinstance(target, torch.Tensor):
-            continue
-        handles.append(broadcast_async_(target, root_rank, name=name,
-                                        process_set=process_set))
+            raise ValueError(
+                "broadcast_parameters takes tensors; %s is %s (rank %d): "
+                "broadcast_object carries other values"
+                % ("an entry" if name is None else repr(name), repr(p)[:80],
+                   rank()))
+        targets.append((name, target))
+    handles = [broadcast_async_(target, root_rank, name=name,
+                                process_set=process_set)
+               for name, target in targets]
     for h in handles:
         synchronize(h)
 

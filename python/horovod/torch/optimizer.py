@@ -7,6 +7,7 @@ gradients ready and step() starts them all (HOROVOD_GRADIENT_OVERLAP).
 With op=Adasum the ranks combine weight changes instead (see
 _DistributedAdasumOptimizer)."""
 
+import numbers
 import os
 import warnings
 from contextlib import contextmanager
@@ -81,6 +82,13 @@ def _checked_names(param_groups, named_parameters):
     return named_parameters
 
 
+def _check_passes(passes):
+    if isinstance(passes, bool) or not isinstance(passes, numbers.Integral) \
+            or passes < 1:
+        raise ValueError("backward_passes_per_step must be an integer of at "
+                         "least 1, got %r" % (passes,))
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1, op=Average,
@@ -134,6 +142,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return [list(g) for g in groups]
 
     def set_backward_passes_per_step(self, passes):
+        _check_passes(passes)
         self.backward_passes_per_step = passes
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
@@ -332,6 +341,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._starts = None  # the weights a step starts from, kept
 
     def set_backward_passes_per_step(self, passes):
+        _check_passes(passes)
         self.backward_passes_per_step = passes
 
     def synchronize(self):
@@ -383,6 +393,10 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     (op) across the ranks of `process_set`."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if not gradient_predivide_factor:
+        raise ValueError("gradient_predivide_factor must not be 0: gradients "
+                         "are divided by it before the allreduce")
+    _check_passes(backward_passes_per_step)
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` "
                       "and will be removed in v0.23.0.", DeprecationWarning)

@@ -399,6 +399,24 @@ def check_broadcast_parameters_state_dict_and_lists():
     named = [("a", torch.full((2,), float(r)))]
     hvd.broadcast_parameters(named, root_rank=0)
     close(named[0][1], torch.zeros(2))
+    # parameters() itself, a generator, as a list would be.
+    with torch.no_grad():
+        for p in m.parameters():
+            p.fill_(r)
+    hvd.broadcast_parameters(m.parameters(), root_rank=0)
+    assert all(bool((p == 0).all()) for p in m.parameters())
+    # Anything else that is not a tensor is refused on every rank before
+    # anything is sent; the job goes on.
+    for bad, shown in (([1, 2], "an entry is 1"),
+                       ({"w": m.weight, "step": 3}, "'step' is 3"),
+                       (5, "a dict or an iterable of tensors, got int")):
+        try:
+            hvd.broadcast_parameters(bad, root_rank=0)
+        except ValueError as e:
+            assert shown in str(e) and "(rank %d)" % r in str(e), str(e)
+        else:
+            raise AssertionError("broadcast_parameters took %r" % (bad,))
+    hvd.broadcast_parameters(m.state_dict(), root_rank=0)
 
 
 def check_metrics_count_the_work_between_two_snapshots():

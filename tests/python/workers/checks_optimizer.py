@@ -281,6 +281,30 @@ def check_allreduces_start_in_backward_or_in_step_as_set():
     assert hvd.metrics()["tensors"] - before == count
 
 
+def check_passes_and_predivide_that_cannot_work_are_refused():
+    m = model()
+    for kw, shown in ((dict(backward_passes_per_step=0), "got 0"),
+                      (dict(backward_passes_per_step=1.5), "got 1.5"),
+                      (dict(gradient_predivide_factor=0.0), "must not be 0")):
+        try:
+            hvd.DistributedOptimizer(sgd(m.parameters()),
+                                     named_parameters=m.named_parameters(),
+                                     **kw)
+        except ValueError as e:
+            assert shown in str(e), str(e)
+        else:
+            raise AssertionError("DistributedOptimizer took %r" % (kw,))
+    opt = hvd.DistributedOptimizer(sgd(m.parameters()),
+                                   named_parameters=m.named_parameters())
+    try:
+        opt.set_backward_passes_per_step(-1)
+    except ValueError as e:
+        assert "got -1" in str(e), str(e)
+    else:
+        raise AssertionError("set_backward_passes_per_step took -1")
+    assert opt.backward_passes_per_step == 1
+
+
 def check_a_bad_gradient_overlap_setting_is_refused():
     os.environ["HOROVOD_GRADIENT_OVERLAP"], saved = "sometimes", \
         os.environ.get("HOROVOD_GRADIENT_OVERLAP")
