@@ -6,11 +6,21 @@ together."""
 from horovod.common.ops import Average
 
 
-def check_reduction_args(op, gradient_predivide_factor, groups):
-    """Upstream's checks of a distributed optimizer's arguments."""
+def check_predivide(op, gradient_predivide_factor):
+    """Upstream's check of gradient_predivide_factor, and ours: gradients
+    are divided by it before the allreduce, so 0 would fail in the middle
+    of a step."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with "
                          "op != Average")
+    if not gradient_predivide_factor:
+        raise ValueError("gradient_predivide_factor must not be 0: gradients "
+                         "are divided by it before the allreduce")
+
+
+def check_reduction_args(op, gradient_predivide_factor, groups):
+    """Upstream's checks of a distributed optimizer's arguments."""
+    check_predivide(op, gradient_predivide_factor)
     if groups is not None and not (
             isinstance(groups, list) or
             (isinstance(groups, int) and groups > 0)):

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import torch
 
 from horovod.common.exceptions import HorovodInternalError
-from horovod.common.grouping import check_adasum_set
+from horovod.common.grouping import check_adasum_set, check_predivide
 from horovod.common.process_sets import global_process_set
 from horovod.torch.compression import Compression
 from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_,
@@ -391,11 +391,7 @@ def DistributedOptimizer(optimizer, named_parameters=None,
                          process_set=global_process_set):
     """Returns `optimizer` wrapped so that step() applies gradients averaged
     (op) across the ranks of `process_set`."""
-    if gradient_predivide_factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if not gradient_predivide_factor:
-        raise ValueError("gradient_predivide_factor must not be 0: gradients "
-                         "are divided by it before the allreduce")
+    check_predivide(op, gradient_predivide_factor)
     _check_passes(backward_passes_per_step)
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` "

@@ -223,6 +223,9 @@ def check_errors_name_value_and_rank():
         jnp.ones(n)), "even splits", "rank %d" % r)
     raises(ValueError, lambda: hvd.alltoall(jnp.ones(2), [0.5, 1.5]),
            "integers")
+    raises(ValueError, lambda: hvd.allreduce_gradients(
+        {"w": jnp.ones(2)}, gradient_predivide_factor=0.0),
+        "gradient_predivide_factor must not be 0")
     for wrap in MODES.values():  # eagerly and in jit
         raises(Exception, lambda: wrap(lambda t: hvd.allreduce(
             t, op=99, name="badop"))(jnp.ones(2)).block_until_ready(),

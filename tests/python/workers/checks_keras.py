@@ -243,5 +243,8 @@ def check_errors():
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         keras.optimizers.SGD(0.1), backward_passes_per_step=0),
         "backward_passes_per_step")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        keras.optimizers.SGD(0.1), gradient_predivide_factor=0.0),
+        "gradient_predivide_factor must not be 0")
     raises(ValueError, lambda: hvd.callbacks.BestModelCheckpoint(mode="up"),
            "mode")

@@ -147,6 +147,11 @@ def check_distributed_optimizer_refuses_what_it_cannot_do():
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         tf.compat.v1.train.GradientDescentOptimizer(0.1), op=hvd.Sum,
         gradient_predivide_factor=2.0), "gradient_predivide_factor")
+    with tf.GradientTape() as tape:
+        pass
+    raises(ValueError, lambda: hvd.DistributedGradientTape(
+        tape, gradient_predivide_factor=0.0),
+        "gradient_predivide_factor must not be 0")
     raises(ValueError, lambda: hvd.DistributedOptimizer(object()),
            "object")
     still_working()
