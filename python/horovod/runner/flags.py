@@ -210,6 +210,21 @@ def hosts_from_file(path):
     return ",".join(hosts)
 
 
+def check_settings(args):
+    """What the parser cannot check: that -p is a port, and that the
+    --output-filename folder can be made (it is made here, before any rank
+    starts, rather than by the first rank to write a line)."""
+    if args.ssh_port is not None and not 0 < args.ssh_port < 65536:
+        raise UsageError("-p %d is not a port (1 to 65535)" % args.ssh_port)
+    if args.output_filename and not args.mpi:
+        try:
+            os.makedirs(args.output_filename, exist_ok=True)
+        except OSError as e:
+            raise UsageError("cannot make the --output-filename folder %s: %s"
+                             % (args.output_filename, e.strerror or e)) \
+                from None
+
+
 def knob_env(args):
     """The HOROVOD_* variables horovodrun's tuning flags set (the knob table,
     src/common/knobs.cc, names the flag of each)."""

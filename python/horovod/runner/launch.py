@@ -477,6 +477,11 @@ def main(argv=None, before_start=None):
     if not args.command:
         sys.stderr.write("horovodrun: no command to run\n")
         return 2
+    try:
+        flags.check_settings(args)
+    except flags.UsageError as e:
+        sys.stderr.write("horovodrun: %s\n" % e)
+        return 2
     if _is_elastic(args):
         return _run_elastic(args, before_start)
     if args.np is None or args.np < 1:

@@ -26,7 +26,10 @@ def mpirun_command(command, env, slots, iface=None, mpi_args=None):
     the variables of env to export."""
     if shutil.which("mpirun", path=env.get("PATH")) is None:
         raise LaunchError("--mpi needs OpenMPI's mpirun on PATH")
-    argv = ["mpirun", "-np", str(sum(n for _, n in slots)),
+    # As upstream: ranks in containers often run as root, which OpenMPI
+    # refuses unless told.
+    argv = ["mpirun", "--allow-run-as-root",
+            "-np", str(sum(n for _, n in slots)),
             "-H", ",".join("%s:%d" % s for s in slots),
             "--bind-to", "none", "--map-by", "slot", "--tag-output"]
     if iface is not None:
