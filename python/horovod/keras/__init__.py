@@ -45,6 +45,38 @@ def DistributedOptimizer(optimizer, name=None, device_dense="",
         scale_local_gradients)
 
 
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="",
+                                device_sparse="", compression=None,
+                                sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average,
+                                backward_passes_per_step=1,
+                                average_aggregated_gradients=False,
+                                groups=None, process_set=global_process_set,
+                                scale_local_gradients=True, local_layers=None):
+    """A DistributedOptimizer whose `local_layers` (a Keras layer or a list
+    of them) keep their gradients local, as register_local_var does for each
+    of their trainable weights (model parallelism: layers each rank holds
+    alone)."""
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, _keras.layers.Layer):
+        local_layers = [local_layers]
+    local_layers = list(local_layers)
+    for layer in local_layers:
+        if not isinstance(layer, _keras.layers.Layer):
+            raise ValueError("local_layers must be Keras layers, got %r"
+                             % (layer,))
+    opt = DistributedOptimizer(
+        optimizer, name, device_dense, device_sparse, compression,
+        sparse_as_dense, gradient_predivide_factor, op,
+        backward_passes_per_step, average_aggregated_gradients, 0, groups,
+        process_set, scale_local_gradients)
+    for layer in local_layers:
+        for w in layer.trainable_weights:
+            opt.register_local_var(w)
+    return opt
+
+
 def broadcast_variables(variables, root_rank, process_set=global_process_set):
     """Makes every rank's Keras variables equal to root_rank's."""
     _impl.broadcast_variables(variables, root_rank, process_set)

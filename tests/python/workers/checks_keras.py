@@ -98,6 +98,35 @@ def check_backward_passes_per_step_sums_the_passes():
     same(flat(m.trainable_weights), want)
 
 
+def check_partial_optimizer_keeps_local_layers_local():
+    # One SGD step from equal weights: the shared layer moves by the
+    # gradient of the global batch, the local one by this rank's own
+    # gradient divided by the number of ranks (scale_local_gradients).
+    lr = 0.5
+    x, y = X[MINE][:B], Y[MINE][:B]
+
+    def one_step(optimizer, xs, ys):
+        m = model()
+        m.compile(optimizer=optimizer, loss="mse")
+        m.train_on_batch(xs, ys)
+        return m
+
+    m = model()
+    m.compile(optimizer=hvd.PartialDistributedOptimizer(
+        keras.optimizers.SGD(lr), local_layers=m.layers[-1]), loss="mse")
+    m.train_on_batch(x, y)
+    shared = one_step(keras.optimizers.SGD(lr), X[:n * B], Y[:n * B])
+    local = one_step(keras.optimizers.SGD(lr / n), x, y)
+    same(flat(m.layers[0].trainable_weights),
+         flat(shared.layers[0].trainable_weights))
+    same(flat(m.layers[-1].trainable_weights),
+         flat(local.layers[-1].trainable_weights))
+    gathered = hvd.allgather_object(flat(m.layers[-1].trainable_weights))
+    assert not np.allclose(gathered[0], gathered[1]), "local layers agree"
+    raises(ValueError, lambda: hvd.PartialDistributedOptimizer(
+        keras.optimizers.SGD(lr), local_layers=["dense"]), "Keras layers")
+
+
 def check_broadcast_callback_makes_weights_equal():
     m = model(perturb=True)
     m.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.0)),
