@@ -1,6 +1,6 @@
 // PyNumbers: the numbers a Python caller passes to a collective (reduce op,
-// scale factors, root rank), converted as the engine takes them. Python
-// checks nothing on its own here: int() would take a root of 1.5 as rank 1,
+// scale factors, root rank), converted as the engine takes them, by kind
+// and range, for every adapter: int() would take a root of 1.5 as rank 1,
 // a cast would wrap 2**32 + 1 onto rank 1, and nanobind's own casters
 // answer a float op with a dump of the binding's signature. Stateless;
 // callers hold the GIL.
