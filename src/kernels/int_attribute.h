@@ -13,6 +13,14 @@
 namespace horovod {
 namespace kernels {
 
+// The refusal of `value` (as printed) for `attribute` past int's range,
+// shared with the Python layer, whose values may not fit an int64 either.
+inline std::string OutOfIntRange(const char* attribute,
+                                 const std::string& value) {
+  return std::string(attribute) + " " + value +
+         " is out of range: it must fit an int";
+}
+
 // `value` as an int in *out; false, with *error naming the attribute and
 // the value, when it does not fit (the caller adds its rank: looked up only
 // then, not on every call).
@@ -23,8 +31,7 @@ inline bool IntAttribute(const char* attribute, int64_t value, int* out,
     *out = static_cast<int>(value);
     return true;
   }
-  *error = std::string(attribute) + " " + std::to_string(value) +
-           " is out of range: it must fit an int";
+  *error = OutOfIntRange(attribute, std::to_string(value));
   return false;
 }
 

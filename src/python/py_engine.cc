@@ -32,13 +32,6 @@ void SetArgs(CollectiveArgs* args, int reduce_op, double prescale,
 
 namespace {
 
-PyEngine& BoundEngine(HandleTable& table) {
-  PyEngine* pe = table.engine();
-  if (pe == nullptr)
-    throw nb::value_error("Horovod has not been initialized; use hvd.init().");
-  return *pe;
-}
-
 // Sets `*out` to `prefix`.`name` (`prefix` alone for an empty name).
 // Consecutive calls mostly share the prefix: only the rest is rewritten,
 // in place, with no call into the string's out-of-line members when the
@@ -65,7 +58,9 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
                       double postscale, int root, int process_set,
                       const nb::dlpack::dltensor* source,
                       nb::handle source_keep) {
-  PyEngine* pe = &BoundEngine(table);
+  PyEngine* pe = table.engine();
+  if (pe == nullptr)
+    throw nb::value_error("Horovod has not been initialized; use hvd.init().");
   TensorView& view = pe->view;
   CollectiveArgs& args = pe->args;
   Engine* eng = nullptr;

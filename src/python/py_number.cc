@@ -3,6 +3,8 @@
 #include <climits>
 #include <string>
 
+#include "kernels/int_attribute.h"
+
 namespace nb = nanobind;
 
 namespace horovod {
@@ -39,10 +41,8 @@ int Integer(nb::handle value, const char* what, int rank) {
   const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
   if (v == -1 && PyErr_Occurred()) throw nb::python_error();
   if (overflow != 0 || v < INT_MIN || v > INT_MAX)
-    throw nb::value_error((std::string(what) + " " + Repr(o) +
-                           " is out of range: it must fit an int" +
-                           OnRank(rank))
-                              .c_str());
+    throw nb::value_error(
+        (kernels::OutOfIntRange(what, Repr(o)) + OnRank(rank)).c_str());
   return static_cast<int>(v);
 }
 

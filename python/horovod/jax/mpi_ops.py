@@ -546,13 +546,14 @@ def reducescatter(tensor, name=None, op=Average,
     """Reduces `tensor` over the set and returns this rank's share of
     dimension 0 (the first dim0 % size ranks get one extra row).
     Differentiable."""
-    # Checked here: the traced path's gradient computes with them.
-    op, prescale, postscale, _ = _collectives.handles.numbers(
-        Average if op is None else op, prescale_factor, postscale_factor)
-    if not _traced([tensor]):
+    op = Average if op is None else op
+    if not _traced([tensor]):  # _call checks the numbers
         return _call(_OP.reducescatter, [tensor], "reducescatter", name,
-                     process_set, None, reduce_op=op, prescale=prescale,
-                     postscale=postscale)[0]
+                     process_set, None, reduce_op=op, prescale=prescale_factor,
+                     postscale=postscale_factor)[0]
+    # Checked before the gradient, which computes with them, sees them.
+    op, prescale, postscale, _ = _collectives.handles.numbers(
+        op, prescale_factor, postscale_factor)
     return _reducescatter(jnp.asarray(tensor), name, op, prescale, postscale,
                           process_set)
 
