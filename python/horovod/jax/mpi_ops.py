@@ -11,7 +11,8 @@ jitted calls off JAX's fast dispatch path (a tenfold cost for small
 arrays). Every rank runs the same compiled program, so the same collectives
 in the same order; an unnamed one is numbered when it runs
 (`<prefix>.jit.<n>` per process set). The other collectives under jit are
-ordered io_callbacks, which JAX also runs in program order and never drops.
+ordered io_callbacks, which JAX also runs in program order and never drops,
+with a vmap rule of their own (JAX does not batch ordered callbacks).
 
 Gradients follow upstream Horovod's semantics (as in horovod.torch and
 horovod.tensorflow): allreduce and broadcast through their primitive's
@@ -31,7 +32,6 @@ import threading
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import io_callback
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 from jax.interpreters import partial_eval as pe
@@ -46,6 +46,8 @@ from horovod.common.process_sets import ProcessSet  # noqa: F401
 from horovod.common.process_sets import global_process_set
 from horovod.common.topology import *  # noqa: F401,F403
 from horovod.common.topology import rank, size
+from horovod.jax.host_collective import (numpy_collective,
+                                         ordered_callback, readable, to_jax)
 
 _collectives = _ops.process_collectives()
 _OP = _ops.OpType
@@ -69,65 +71,6 @@ def _traced(xs):
     return any(isinstance(x, jax.core.Tracer) for x in xs)
 
 
-def _readable(x):
-    """x as C-contiguous, writable NumPy memory the engine reads: the
-    binding takes writable arrays only, and JAX hands out read-only views of
-    its buffers, which are copied."""
-    a = np.asarray(x)
-    # Not np.ascontiguousarray, which turns a scalar into a 1-element array:
-    # a scalar is contiguous as it is, and the engine must see its shape.
-    if not a.flags.c_contiguous:
-        a = np.ascontiguousarray(a)
-    return a if a.flags.writeable else np.array(a)
-
-
-# Below this size, copying into JAX costs less than adopting through DLPack.
-_ADOPT_BYTES = 256 << 10
-
-
-def _aligned_copy(a):
-    """A writable copy of the NumPy array `a`; when large, in 64-byte-aligned
-    memory, which jax.dlpack.from_dlpack then adopts without a copy."""
-    a = np.asarray(a)
-    if a.nbytes < _ADOPT_BYTES:  # copied into JAX afterwards anyway
-        return np.array(a, copy=True, order="C")
-    raw = np.empty(a.nbytes + 64, dtype=np.uint8)
-    start = -raw.ctypes.data % 64
-    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
-    np.copyto(out, a)
-    return out
-
-
-def _to_jax(a):
-    """A NumPy array (ours, or a view of an engine output) as a JAX array:
-    large ones adopted without a copy (NumPy cannot export bfloat16: those
-    are copied)."""
-    if a.nbytes < _ADOPT_BYTES or a.dtype.name == "bfloat16":
-        return jnp.asarray(a)
-    return jax.dlpack.from_dlpack(a)
-
-
-def _numpy_collective(op, arrays, prefix, name, process_set,
-                      convert=lambda a: a, **kw):
-    """One engine operation over NumPy arrays, each result passed through
-    `convert`: in place on one copy for allreduce and broadcast (aligned, so
-    JAX can adopt it), engine-allocated (no copy) otherwise."""
-    try:
-        if op in (_OP.allreduce, _OP.broadcast):
-            outs = [_aligned_copy(a) for a in arrays]
-            _collectives.synchronize(_collectives.enqueue(
-                op, outs, prefix, name, lambda _: None,
-                process_set=process_set, **kw))
-            return [convert(o) for o in outs]
-        ins = [_readable(a) for a in arrays]
-        return _collectives.synchronize(_collectives.enqueue(
-            op, ins, prefix, name,
-            lambda chs: [convert(_ops.output_numpy(h)) for h in chs],
-            process_set=process_set, **kw))
-    finally:
-        _collectives.leave_census()
-
-
 def _checked_numbers(reduce_op=Sum, prescale=1.0, postscale=1.0, root=0):
     reduce_op, prescale, postscale, root = _collectives.handles.numbers(
         reduce_op, prescale, postscale, root)
@@ -147,27 +90,15 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
         if xla and all(isinstance(x, jax.Array) for x in xs):
             return _eager_xla(op.value, xs, prefix, name,
                               _collectives.process_set_id(process_set), **kw)
-        return _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
-                                 name, process_set, _to_jax, **kw)
+        return numpy_collective(op, [np.asarray(x) for x in xs], prefix,
+                                name, process_set, to_jax, **kw)
     xs = [jnp.asarray(x) for x in xs]
     if xla:
         _check_xla_dtypes(xs)
         return _collective_p.bind(*xs, **_xla_params(
             op.value, prefix, name, _collectives.process_set_id(process_set),
             **kw))
-    specs = out_specs(xs)
-
-    def host(*arrays):
-        outs = _numpy_collective(op, list(arrays), prefix, name,
-                                 process_set, **kw)
-        for o, s in zip(outs, specs):
-            if o.shape != s.shape:
-                raise HorovodInvalidArgumentError(
-                    "%s under jax.jit produced shape %s where %s was traced "
-                    "(rank %d): inside jit every rank must contribute the "
-                    "same shape" % (prefix, o.shape, s.shape, rank()))
-        return [np.asarray(o, dtype=s.dtype) for o in outs]
-    return list(io_callback(host, specs, *xs, ordered=True))
+    return ordered_callback(op, prefix, name, process_set, out_specs, kw)(*xs)
 
 
 _XLA_TARGET = "horovod_collective"
@@ -209,8 +140,8 @@ def _collective_impl(*xs, kind, name, prefix, reduce_op, prescale,
         op = _OP.allreduce
     else:
         kw, op = dict(root=int(root)), _OP.broadcast
-    return _numpy_collective(op, [np.asarray(x) for x in xs], prefix,
-                             name or None, ps, _to_jax, **kw)
+    return numpy_collective(op, [np.asarray(x) for x in xs], prefix,
+                            name or None, ps, to_jax, **kw)
 
 
 def _collective_transpose(cts, *xs, kind, name, prefix, reduce_op, prescale,
@@ -307,6 +238,15 @@ def _same_specs(xs):
     return [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs]
 
 
+def _check_rows(tensor, prefix):
+    """These collectives work along dimension 0, which traced output
+    shapes are computed from: a scalar is refused before that."""
+    if np.ndim(tensor) == 0:
+        raise HorovodInvalidArgumentError(
+            "%s needs an array with at least one dimension, got a scalar "
+            "(rank %d)" % (prefix, rank()))
+
+
 def _set_size(process_set):
     return len(process_set.ranks) if process_set.ranks else size()
 
@@ -388,10 +328,7 @@ _allgather.defvjp(_allgather_fwd, _allgather_bwd)
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's array along dimension 0 (differentiable).
     Under jit every rank must contribute the same number of rows."""
-    if np.ndim(tensor) == 0:
-        raise HorovodInvalidArgumentError(
-            "allgather needs an array with at least one dimension, got a "
-            "scalar (rank %d)" % rank())
+    _check_rows(tensor, "allgather")
     if not _traced([tensor]):
         return _call(_OP.allgather, [tensor], "allgather", name, process_set,
                      None)[0]
@@ -447,7 +384,7 @@ def _alltoall(x, splits, name, process_set):
 
     def run(op, arrays, prefix, nm, ps, **kw):
         out = _collectives.synchronize(_collectives.enqueue(
-            op, [_readable(a) for a in arrays], prefix, nm,
+            op, [readable(a) for a in arrays], prefix, nm,
             lambda chs: (_ops.output_numpy(chs[0]),
                          list(chs[0].received_splits)),
             process_set=ps, **kw))
@@ -498,6 +435,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
                 "alltoall splits must be integers, got %s (rank %d)"
                 % (counts.dtype, rank()))
         counts = tuple(int(s) for s in counts.reshape(-1))
+    _check_rows(tensor, "alltoall")
     return _alltoall(jnp.asarray(tensor), counts, name, process_set)
 
 
@@ -547,6 +485,7 @@ def reducescatter(tensor, name=None, op=Average,
     dimension 0 (the first dim0 % size ranks get one extra row).
     Differentiable."""
     op = Average if op is None else op
+    _check_rows(tensor, "reducescatter")
     if not _traced([tensor]):  # _call checks the numbers
         return _call(_OP.reducescatter, [tensor], "reducescatter", name,
                      process_set, None, reduce_op=op, prescale=prescale_factor,

@@ -154,6 +154,35 @@ def check_vmap_over_allreduce_and_broadcast():
             v * (r + 1), op=hvd.Sum)))))(x), np.full((2, 3), (r + 1) * n))
 
 
+def check_vmap_over_allgather_alltoall_and_reducescatter():
+    # Each batch element is gathered, exchanged or scattered by itself,
+    # whichever axis vmap maps and however deep vmaps nest.
+    x = jnp.arange(2.0 * 2 * n).reshape(2, 2 * n) + 100 * r
+    rows = [np.arange(2.0 * 2 * n).reshape(2, 2 * n) + 100 * k for k in ranks]
+    gathered = np.concatenate(rows, axis=1)
+    mine = slice(2 * r, 2 * r + 2)
+    for wrap in MODES.values():
+        same(wrap(jax.vmap(hvd.allgather))(x), gathered)
+        same(wrap(jax.vmap(hvd.allgather, in_axes=1))(x.T), gathered)
+        same(wrap(jax.vmap(jax.vmap(hvd.allgather)))(x.reshape(2, n, 2)),
+             np.stack([np.concatenate([row.reshape(2, n, 2)[i]
+                                       for row in rows], axis=1)
+                       for i in range(2)]))
+        out, received = wrap(jax.vmap(hvd.alltoall))(x)
+        same(out, np.concatenate([row[:, mine] for row in rows], axis=1))
+        same(received, np.full((2, n), 2))
+        same(wrap(jax.vmap(lambda v: hvd.reducescatter(v, op=hvd.Sum)))(x),
+             sum(rows)[:, mine])
+        # Gradients under vmap: allgather's is averaged and sliced back.
+        same(wrap(jax.vmap(jax.grad(lambda v: jnp.sum(
+            hvd.allgather(v) * (r + 1)))))(x),
+             np.full((2, 2 * n), np.mean([k + 1 for k in ranks])))
+    # Ranks that batch different sizes send different shapes: refused.
+    raises(Exception, lambda: jax.vmap(hvd.allgather)(
+        jnp.ones((r + 1, 2))).block_until_ready(), "Mismatched allgather")
+    same(hvd.allreduce(jnp.ones(2), op=hvd.Sum), [n] * 2)  # still working
+
+
 def check_collectives_in_jit_run_even_when_unused():
     # The allreduce's result is dropped: it must still run on this rank, or
     # the peers (which use it) would wait for ever.
@@ -214,11 +243,11 @@ def check_errors_name_value_and_rank():
            "Mismatched allreduce tensor shapes")
     raises(ValueError, lambda: hvd.allreduce(jnp.ones(2, jnp.complex64)),
            "dtype", "rank %d" % r)
-    raises(ValueError, lambda: hvd.reducescatter(jnp.array(1.0)),
-           "reducescatter needs a tensor of at least one dimension",
-           "rank %d" % r)
-    raises(ValueError, lambda: hvd.allgather(jnp.array(1.0)), "scalar",
-           "rank %d" % r)
+    for wrap in MODES.values():  # refused before jit computes shapes
+        for op in (hvd.allgather, hvd.alltoall, hvd.reducescatter):
+            raises(ValueError, lambda: wrap(op)(jnp.array(1.0)),
+                   "%s needs an array with at least one dimension, got a "
+                   "scalar (rank %d)" % (op.__name__, r))
     raises(ValueError, lambda: jax.jit(lambda t: hvd.alltoall(t, [1] * n))(
         jnp.ones(n)), "even splits", "rank %d" % r)
     raises(ValueError, lambda: hvd.alltoall(jnp.ones(2), [0.5, 1.5]),
