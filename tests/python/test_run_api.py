@@ -1,4 +1,8 @@
-"""The launchers' shared choice of a failed job's cause."""
+"""horovod.run's refusals and the launchers' shared choice of a failed
+job's cause."""
+import pytest
+
+import horovod
 from horovod.common.exceptions import (HorovodInternalError,
                                        HorovodInvalidArgumentError)
 from horovod.runner.run_api import cause_first, job_cause
@@ -32,3 +36,15 @@ def test_horovod_run_names_the_rank_whose_code_raised():
     later = HorovodInternalError("peer 0 died")
     assert job_cause({1: (False, later), 0: (False, peer)}) == (0, peer)
     assert job_cause({0: (True, 1), 1: (True, 2)}) is None
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(np=0), "-np must be a positive number of ranks"),
+    (dict(np=2, hosts="localhost:1"), "-np 2 exceeds the 1 slots"),
+    (dict(np=3, min_np=4), "-np 3 is below --min-np 4"),
+    (dict(np=1, ssh_port=99999), "-p 99999 is not a port"),
+    (dict(np=1, hosts="a:1", hostfile="h"), "give hosts or hostfile"),
+])
+def test_horovod_run_refuses_bad_settings_as_value_errors(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        horovod.run(lambda: 1, **kwargs)

@@ -242,10 +242,9 @@ def _run_through_mpirun(args, env, hosts, iface):
     ranks find rank 0 through OpenMPI's PMIx server (or a private file on
     one host), not through an address horovodrun would have to guess."""
     if args.output_filename:
-        sys.stderr.write("horovodrun: --output-filename is not supported with "
-                         "--mpi (use mpirun's --output-filename in "
-                         "--mpi-args)\n")
-        return 2
+        raise flags.UsageError("--output-filename is not supported with "
+                               "--mpi (use mpirun's --output-filename in "
+                               "--mpi-args)")
     slots = []
     for host, _, local_size, _, _ in placement(hosts, args.np):
         if not slots or slots[-1][0] != host:
@@ -255,8 +254,7 @@ def _run_through_mpirun(args, env, hosts, iface):
         argv = mpi_run.mpirun_command(args.command, env, slots, iface,
                                       args.mpi_args)
     except LaunchError as e:
-        sys.stderr.write("horovodrun: %s\n" % e)
-        return 2
+        raise flags.UsageError(str(e)) from None
     code = mpi_run.run(argv, env, args.verbose)
     if code != 0:
         sys.stderr.write("horovodrun: mpirun exited with code %d\n" % code)
@@ -315,27 +313,20 @@ def _elastic_sizes(args):
 
 def _run_elastic(args, before_start=None):
     """horovodrun's elastic mode (horovod.runner.elastic_driver).
-    `before_start` as for main."""
+    `before_start` as for run_command_line; raises flags.UsageError as
+    it does."""
     from horovod.runner import discovery, elastic_driver, probe as probe_mod
 
     def log(line):
         sys.stderr.write("horovodrun: %s\n" % line)
         sys.stderr.flush()
 
-    try:
-        np, min_np, max_np = _elastic_sizes(args)
-    except flags.UsageError as e:
-        log(e)
-        return 2
+    np, min_np, max_np = _elastic_sizes(args)
     if args.host_discovery_script is not None:
         source = discovery.ScriptDiscovery(args.host_discovery_script,
                                            args.slots_per_host)
     else:
-        try:
-            source = discovery.FixedHosts(dict(flags.parse_hosts(args.hosts, np)))
-        except flags.UsageError as e:
-            log(e)
-            return 2
+        source = discovery.FixedHosts(dict(flags.parse_hosts(args.hosts, np)))
     try:
         first = source.find()
     except discovery.DiscoveryError as e:
@@ -429,45 +420,46 @@ def _run_elastic(args, before_start=None):
 
 
 def main(argv=None, before_start=None):
-    """horovodrun. `before_start(addresses, secret)`, when given, runs once
-    the hosts are checked and before any rank starts (addresses: {host:
-    address} across hosts, None on this host alone) and returns variables
-    to add to every rank's environment (horovod.run uses it)."""
-    argv = sys.argv[1:] if argv is None else argv
-    parser = flags.make_parser()
+    """horovodrun: run_command_line, with a bad command line reported in one
+    line and exit code 2."""
     try:
-        args = parser.parse_args(argv)
+        return run_command_line(sys.argv[1:] if argv is None else argv,
+                                before_start)
     except flags.UsageError as e:
         sys.stderr.write("horovodrun: %s\n" % e)
         return 2
+
+
+def run_command_line(argv, before_start=None):
+    """Runs the job horovodrun's command line `argv` describes; returns its
+    exit code. Raises flags.UsageError, before any rank starts, for a
+    command line that cannot run. `before_start(addresses, secret)`, when
+    given, runs once the hosts are checked and before any rank starts
+    (addresses: {host: address} across hosts, None on this host alone) and
+    returns variables to add to every rank's environment (horovod.run uses
+    it)."""
+    parser = flags.make_parser()
+    args = parser.parse_args(argv)
     if args.config_file:
         try:
             given = flags.given_flags(parser,
                                       argv[:len(argv) - len(args.command)])
             config_file.apply(args, args.config_file, given)
         except config_file.ConfigError as e:
-            sys.stderr.write("horovodrun: %s\n" % e)
-            return 2
+            raise flags.UsageError(str(e)) from None
     if args.log_level is not None:
         if args.log_level.upper() not in flags.LOG_LEVELS:
-            sys.stderr.write("horovodrun: --log-level %s is not one of %s\n"
-                             % (args.log_level, ", ".join(flags.LOG_LEVELS)))
-            return 2
+            raise flags.UsageError("--log-level %s is not one of %s" % (
+                args.log_level, ", ".join(flags.LOG_LEVELS)))
         args.log_level = args.log_level.upper()
     for flag, (_, why) in flags.UNSUPPORTED.items():
         if getattr(args, "unsupported_" + flag.lstrip("-").replace("-", "_")):
-            sys.stderr.write("horovodrun: %s is not supported by this build: "
-                             "%s\n" % (flag, why))
-            return 2
+            raise flags.UsageError("%s is not supported by this build: %s"
+                                   % (flag, why))
     if args.hostfile:
         if args.hosts:
-            sys.stderr.write("horovodrun: give -H or -hostfile, not both\n")
-            return 2
-        try:
-            args.hosts = flags.hosts_from_file(args.hostfile)
-        except flags.UsageError as e:
-            sys.stderr.write("horovodrun: %s\n" % e)
-            return 2
+            raise flags.UsageError("give -H or -hostfile, not both")
+        args.hosts = flags.hosts_from_file(args.hostfile)
     if args.version:
         print(horovod.__version__)
         return 0
@@ -475,27 +467,17 @@ def main(argv=None, before_start=None):
         check_build()
         return 0
     if not args.command:
-        sys.stderr.write("horovodrun: no command to run\n")
-        return 2
-    try:
-        flags.check_settings(args)
-    except flags.UsageError as e:
-        sys.stderr.write("horovodrun: %s\n" % e)
-        return 2
+        raise flags.UsageError("no command to run")
+    flags.check_settings(args)
     if _is_elastic(args):
         return _run_elastic(args, before_start)
     if args.np is None or args.np < 1:
-        sys.stderr.write("horovodrun: -np must be a positive number of ranks\n")
-        return 2
-    try:
-        hosts = flags.parse_hosts(args.hosts, args.np)
-    except flags.UsageError as e:
-        sys.stderr.write("horovodrun: %s\n" % e)
-        return 2
+        raise flags.UsageError("-np must be a positive number of ranks")
+    hosts = flags.parse_hosts(args.hosts, args.np)
     if sum(s for _, s in hosts) < args.np:
-        sys.stderr.write("horovodrun: -np %d exceeds the %d slots in -H %s\n"
-                         % (args.np, sum(s for _, s in hosts), args.hosts))
-        return 2
+        raise flags.UsageError("-np %d exceeds the %d slots in -H %s"
+                               % (args.np, sum(s for _, s in hosts),
+                                  args.hosts))
     env, timeout_s, ssh, forced = _launch_settings(args)
     used = list(dict.fromkeys(p[0] for p in placement(hosts, args.np)))
     network, iface = None, None

@@ -139,8 +139,9 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
         verbose=None, use_gloo=None, use_mpi=None, mpi_args=None,
         network_interface=None, executable=None):
     """Runs func(*args, **kwargs) on np ranks; returns the list of their
-    return values, rank 0's first. Raises RuntimeError if the job fails,
-    naming the rank, with a rank's own exception as its cause.
+    return values, rank 0's first. Raises ValueError, before any rank
+    starts, for settings horovodrun would refuse, and RuntimeError if the
+    job fails, naming the rank, with a rank's own exception as its cause.
 
     With min_np or max_np the job is elastic (horovodrun's elastic mode on
     the hosts given; `slots`, `reset_limit` and `cooldown_range` as its
@@ -149,7 +150,7 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
     those of the workers of the last round, in its rank order."""
     import cloudpickle
 
-    from horovod.runner import launch
+    from horovod.runner import flags, launch
 
     if hosts is not None and hostfile is not None:
         raise ValueError("give hosts or hostfile, not both")
@@ -185,7 +186,9 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
 
     command = [executable or sys.executable, "-m", "horovod.runner.run_task"]
     try:
-        code = launch.main(argv + command, before_start=before_start)
+        code = launch.run_command_line(argv + command, before_start)
+    except flags.UsageError as e:
+        raise ValueError("horovod.run: %s" % e) from None
     finally:
         server.close()
     done = outcomes(server.results.values(), elastic and code == 0)
