@@ -3,6 +3,9 @@ behaviour, each asserted on every rank of a real horovodrun job. The ranks
 of one module run as one job (per rank count); each case reads its own
 check's result from it."""
 
+import subprocess
+import sys
+
 import pytest
 
 from conftest import assert_check_passed, check_names, example_accuracy
@@ -23,6 +26,26 @@ def test_collectives_over_tcp_only(check):
 @pytest.mark.parametrize("check", check_names("autograd"))
 def test_gradients(check, np):
     assert_check_passed("autograd", check, np)
+
+
+@pytest.mark.parametrize("check", check_names("compile"))
+def test_under_torch_compile(check):
+    assert_check_passed("compile", check, 2)
+
+
+@pytest.mark.parametrize("first", ["torch._dynamo", "horovod.torch"])
+def test_dynamo_leaves_horovod_untraced_whichever_comes_first(first):
+    code = """
+import importlib, sys
+importlib.import_module(sys.argv[1])
+import torch, horovod.torch, torch._dynamo.trace_rules as rules
+print(rules.check_file(horovod.torch.mpi_ops.__file__).skipped,
+      rules.check_file(horovod.common.ops.__file__).skipped,
+      rules.check_file("/home/user/train.py").skipped)
+"""
+    out = subprocess.run([sys.executable, "-c", code, first],
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "True", "False"], out.stderr
 
 
 @pytest.mark.parametrize("np", [2, 3])

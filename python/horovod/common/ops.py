@@ -15,9 +15,12 @@ import threading
 import warnings
 
 from horovod import _core
+from horovod.common import compile_guard
 from horovod.common.exceptions import (HorovodInternalError,
                                        HorovodInvalidArgumentError)
 from horovod.common.process_sets import ProcessSet, global_process_set
+
+compile_guard.install()
 
 # Reduction ops, with the engine's values (upstream's numbering).
 Average = _core.ReduceOp.Average.value

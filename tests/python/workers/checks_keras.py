@@ -54,9 +54,11 @@ def reference(optimizer, epochs=1):
     return flat(m.trainable_weights)
 
 
-def fit_distributed(optimizer, epochs=1, callbacks=(), **kw):
+def fit_distributed(optimizer, epochs=1, callbacks=(), jit_compile="auto",
+                    **kw):
     m = model(perturb=True)
-    m.compile(optimizer=hvd.DistributedOptimizer(optimizer, **kw), loss="mse")
+    m.compile(optimizer=hvd.DistributedOptimizer(optimizer, **kw), loss="mse",
+              jit_compile=jit_compile)
     history = m.fit(X[MINE], Y[MINE], batch_size=B, epochs=epochs,
                     shuffle=False, verbose=0,
                     callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
@@ -71,6 +73,18 @@ def check_fit_equals_single_process():
     # Every rank ends with the same weights.
     for other in hvd.allgather_object(flat(m.trainable_weights)):
         same(other, want)
+
+
+def check_fit_with_jit_compile():
+    # torch compiles the train step with torch.compile, JAX with jax.jit;
+    # TensorFlow's XLA cannot call Horovod's ops and says so.
+    opt = keras.optimizers.SGD(0.1)
+    if keras.backend.backend() == "tensorflow":
+        raises(NotImplementedError, lambda: fit_distributed(
+            opt, jit_compile=True), "cannot run under XLA", "rank %d" % r)
+        return
+    m, _ = fit_distributed(opt, jit_compile=True)
+    same(flat(m.trainable_weights), reference(keras.optimizers.SGD(0.1)))
 
 
 def check_fit_with_adam_groups_and_fp16():
