@@ -71,7 +71,14 @@ def _as_tensor(t):
     if isinstance(t, tf.Tensor) and (type(t) is not _EagerTensor
                                      or tf.executing_eagerly()):
         return t
-    return tf.convert_to_tensor(t)
+    try:
+        return tf.convert_to_tensor(t)
+    except (TypeError, ValueError) as e:
+        # A RaggedTensor or SparseTensor has no dense form to convert to.
+        raise TypeError(
+            "Horovod collectives take tensors, variables, arrays and "
+            "IndexedSlices; a %s cannot be converted to a tensor (rank "
+            "%d): %s" % (type(t).__name__, rank(), e)) from None
 
 
 def _check_not_xla():

@@ -50,6 +50,9 @@ def check_bad_input_names_value_and_rank():
            "integers", "rank %d" % r)
     raises(ValueError, lambda: hvd.alltoall(tf.ones([4]), splits=[1, 1]),
            "rank %d" % r)
+    for op in (hvd.allreduce, hvd.allgather):  # no dense form to send
+        raises(TypeError, lambda: op(tf.ragged.constant([[1.0], [2.0, 3.0]])),
+               "a RaggedTensor cannot be converted to a tensor (rank %d)" % r)
     raises(ValueError, lambda: hvd.reducescatter(tf.constant(1.0)),
            "reducescatter needs a tensor of at least one dimension",
            "rank %d" % r)
