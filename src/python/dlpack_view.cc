@@ -52,6 +52,24 @@ bool ToDataType(nb::dlpack::dtype t, DataType* out) {
   return false;
 }
 
+namespace {
+
+std::string TypeName(nb::dlpack::dtype t) {
+  // The names the frameworks print; the exotic codes (float8, float4...)
+  // by number, as DLPack numbers them.
+  static const char* const kNames[] = {"int",    "uint",    "float", nullptr,
+                                       "bfloat", "complex", "bool"};
+  std::string name =
+      t.code < sizeof(kNames) / sizeof(kNames[0]) && kNames[t.code] != nullptr
+          ? std::string(kNames[t.code]) + std::to_string(t.bits)
+          : "DLPack type code " + std::to_string(t.code) + " of " +
+                std::to_string(t.bits) + " bits";
+  if (t.lanes != 1) name += "x" + std::to_string(t.lanes);
+  return name;
+}
+
+}  // namespace
+
 nb::dlpack::dtype ToDlpack(DataType t) {
   using C = nb::dlpack::dtype_code;
   nb::dlpack::dtype d;
@@ -89,7 +107,8 @@ void ToView(const nb::dlpack::dltensor& t, int rank, TensorView* out) {
             .c_str());
   if (!ToDataType(t.dtype, &v.dtype))
     throw nb::value_error(
-        ("unsupported tensor dtype (rank " + std::to_string(rank) +
+        ("unsupported tensor dtype " + TypeName(t.dtype) + " (rank " +
+         std::to_string(rank) +
          "): horovod supports uint8, int8, int16, int32, int64, float16, "
          "bfloat16, float32, float64 and bool")
             .c_str());

@@ -20,6 +20,19 @@ _collectives = _ops.process_collectives()
 _OP = _ops.OpType
 
 
+def host_arrays(xs, prefix):
+    """xs as NumPy arrays of dtypes the engine carries; anything else is
+    refused by name (the binding would answer with its signature)."""
+    out = [np.asarray(x) for x in xs]
+    for x, a in zip(xs, out):
+        if a.dtype.kind == "O":
+            raise TypeError("%s takes arrays, got %s (rank %d)"
+                            % (prefix, type(x).__name__, rank()))
+        if a.dtype.kind in "USVcmM":
+            raise _ops.unsupported_dtype(a.dtype.name, rank())
+    return out
+
+
 def readable(x):
     """x as C-contiguous, writable NumPy memory the engine reads: the
     binding takes writable arrays only, and JAX hands out read-only views of

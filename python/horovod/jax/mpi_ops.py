@@ -46,7 +46,7 @@ from horovod.common.process_sets import ProcessSet  # noqa: F401
 from horovod.common.process_sets import global_process_set
 from horovod.common.topology import *  # noqa: F401,F403
 from horovod.common.topology import rank, size
-from horovod.jax.host_collective import (numpy_collective,
+from horovod.jax.host_collective import (host_arrays, numpy_collective,
                                          ordered_callback, readable, to_jax)
 
 _collectives = _ops.process_collectives()
@@ -90,8 +90,8 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
         if xla and all(isinstance(x, jax.Array) for x in xs):
             return _eager_xla(op.value, xs, prefix, name,
                               _collectives.process_set_id(process_set), **kw)
-        return numpy_collective(op, [np.asarray(x) for x in xs], prefix,
-                                name, process_set, to_jax, **kw)
+        return numpy_collective(op, host_arrays(xs, prefix), prefix, name,
+                                process_set, to_jax, **kw)
     xs = [jnp.asarray(x) for x in xs]
     if xla:
         _check_xla_dtypes(xs)
@@ -242,6 +242,8 @@ def _check_rows(tensor, prefix):
     """These collectives work along dimension 0, which traced output
     shapes are computed from: a scalar is refused before that."""
     if np.ndim(tensor) == 0:
+        if not _traced([tensor]):
+            host_arrays([tensor], prefix)  # a dict is no scalar
         raise HorovodInvalidArgumentError(
             "%s needs an array with at least one dimension, got a scalar "
             "(rank %d)" % (prefix, rank()))

@@ -56,7 +56,7 @@ def check_input_the_peers_could_not_decode_is_refused_at_once():
     # A name past the engine's messages' bound, a tensor of more dimensions
     # than they carry: refused on the rank that submits them, before a peer
     # would refuse the message and end the job.
-    e = expect(hvd.HorovodInvalidArgumentError,
+    expect(hvd.HorovodInvalidArgumentError,
                "tensor name of %d bytes is longer than the 4096" % (
                    len("allreduce.") + 100000),
                lambda: hvd.allreduce(torch.ones(2), name="x" * 100000))
@@ -152,14 +152,13 @@ def check_bad_local_input_raises_value_error_naming_rank():
     e = expect(ValueError, "root rank %d is out of range" % n,
                lambda: hvd.broadcast(torch.ones(2), n))
     assert "rank %d" % r in str(e), e
-    e = expect(ValueError, "dtype",
-               lambda: hvd.allreduce(torch.ones(2, dtype=torch.complex64)))
-    assert "rank %d" % r in str(e), e
+    expect(ValueError, "unsupported tensor dtype complex64 (rank %d)" % r,
+           lambda: hvd.allreduce(torch.ones(2, dtype=torch.complex64)))
     # Named, in place, on the global set: the path gradients take.
-    e = expect(hvd.HorovodInvalidArgumentError, "dtype",
-               lambda: hvd.allreduce_(torch.ones(2, dtype=torch.complex64),
-                                      name="complex"))
-    assert "rank %d" % r in str(e), e
+    expect(hvd.HorovodInvalidArgumentError,
+           "unsupported tensor dtype uint16 (rank %d)" % r,
+           lambda: hvd.allreduce_(torch.ones(2, dtype=torch.uint16),
+                                  name="uint16"))
     expect(ValueError, "bool", lambda: hvd.allreduce(torch.ones(2, dtype=torch.bool)))
     expect(ValueError, "supersedes average",
            lambda: hvd.allreduce(torch.ones(2), average=True, op=hvd.Sum))

@@ -243,6 +243,15 @@ def check_errors_name_value_and_rank():
            "Mismatched allreduce tensor shapes")
     raises(ValueError, lambda: hvd.allreduce(jnp.ones(2, jnp.complex64)),
            "dtype", "rank %d" % r)
+    # What is not an array, or of a dtype the engine does not carry, is
+    # named (not answered with the binding's signature).
+    for op in (hvd.allreduce, hvd.allgather, hvd.reducescatter):
+        raises(TypeError, lambda: op({"w": jnp.ones(2)}),
+               "%s takes arrays, got dict (rank %d)" % (op.__name__, r))
+        raises(ValueError, lambda: op(np.ones(2, np.complex64)),
+               "unsupported tensor dtype complex64 (rank %d)" % r)
+    raises(ValueError, lambda: hvd.allgather(np.ones(2, np.uint16)),
+           "unsupported tensor dtype uint16 (rank %d)" % r)
     for wrap in MODES.values():  # refused before jit computes shapes
         for op in (hvd.allgather, hvd.alltoall, hvd.reducescatter):
             raises(ValueError, lambda: wrap(op)(jnp.array(1.0)),
