@@ -56,7 +56,7 @@ def check_input_the_peers_could_not_decode_is_refused_at_once():
     # A name past the engine's messages' bound, a tensor of more dimensions
     # than they carry: refused on the rank that submits them, before a peer
     # would refuse the message and end the job.
-    expect(hvd.HorovodInvalidArgumentError,
+    e = expect(hvd.HorovodInvalidArgumentError,
                "tensor name of %d bytes is longer than the 4096" % (
                    len("allreduce.") + 100000),
                lambda: hvd.allreduce(torch.ones(2), name="x" * 100000))
