@@ -18,7 +18,8 @@ import keras
 
 from horovod.common.compression import HalfCompressor, NoneCompressor
 from horovod.common.exceptions import HorovodInvalidArgumentError
-from horovod.common.grouping import check_reduction_args, group_plan
+from horovod.common.grouping import (check_passes, check_reduction_args,
+                                      group_plan)
 from horovod.common.ops import Adasum, Average, process_collectives
 from horovod.common.process_sets import global_process_set
 
@@ -212,8 +213,7 @@ def create_distributed_optimizer(optimizer, name, compression,
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError("DistributedOptimizer wraps a Keras optimizer, got "
                          "%s" % type(optimizer).__name__)
-    if backward_passes_per_step < 1:
-        raise ValueError("backward_passes_per_step must be > 0")
+    check_passes(backward_passes_per_step)
     reducer = _Reducer(name or "Distributed%s" % type(optimizer).__name__,
                        compression, sparse_as_dense, op,
                        gradient_predivide_factor, groups, process_set)

@@ -3,6 +3,8 @@ DistributedGradientTape and the distributed optimizers of every framework:
 argument checks and the split of a step's gradients into units reduced
 together."""
 
+import numbers
+
 from horovod.common.ops import Average
 
 
@@ -16,6 +18,16 @@ def check_predivide(op, gradient_predivide_factor):
     if not gradient_predivide_factor:
         raise ValueError("gradient_predivide_factor must not be 0: gradients "
                          "are divided by it before the allreduce")
+
+
+def check_passes(passes):
+    """backward_passes_per_step: a whole number of passes, at least one (a
+    float would be truncated, or compared against a pass count that never
+    equals it)."""
+    if isinstance(passes, bool) or not isinstance(passes, numbers.Integral) \
+            or passes < 1:
+        raise ValueError("backward_passes_per_step must be an integer of at "
+                         "least 1, got %r" % (passes,))
 
 
 def check_reduction_args(op, gradient_predivide_factor, groups):

@@ -4,7 +4,7 @@ callback under jit) and then runs the wrapped transformation."""
 
 import jax
 
-from horovod.common.grouping import check_reduction_args
+from horovod.common.grouping import check_passes, check_reduction_args
 from horovod.common.ops import Average
 from horovod.common.process_sets import global_process_set
 from horovod.jax.mpi_ops import grouped_allreduce, size
@@ -13,19 +13,26 @@ from horovod.jax.mpi_ops import grouped_allreduce, size
 def allreduce_gradients(grads, op=Average, gradient_predivide_factor=1.0,
                         name=None, process_set=global_process_set):
     """The pytree `grads` reduced across the ranks of the set as one unit
-    (Average by default; None leaves stay None)."""
+    (Average by default). None leaves stay None, and float0 leaves (the
+    gradients of integer inputs under jax.grad(allow_int=True), which hold
+    no values) stay as they are."""
     check_reduction_args(op, gradient_predivide_factor, None)
     if not process_set.included() or (process_set is global_process_set and
                                       size() == 1):
         return grads
     leaves, tree = jax.tree_util.tree_flatten(grads)
-    if not leaves:
+    carried = [k for k, g in enumerate(leaves)
+               if getattr(g, "dtype", None) != jax.dtypes.float0]
+    if not carried:
         return grads
     reduced = grouped_allreduce(
-        leaves, op=op, name=name or "DistributedOptimizer",
+        [leaves[k] for k in carried], op=op,
+        name=name or "DistributedOptimizer",
         prescale_factor=1.0 / gradient_predivide_factor,
         postscale_factor=gradient_predivide_factor, process_set=process_set)
-    return jax.tree_util.tree_unflatten(tree, reduced)
+    for k, g in zip(carried, reduced):
+        leaves[k] = g
+    return jax.tree_util.tree_unflatten(tree, leaves)
 
 
 def DistributedOptimizer(optimizer, op=Average, gradient_predivide_factor=1.0,
@@ -38,8 +45,7 @@ def DistributedOptimizer(optimizer, op=Average, gradient_predivide_factor=1.0,
     applied every k-th update, summed over the passes or, with
     average_aggregated_gradients, averaged."""
     import optax
-    if backward_passes_per_step < 1:
-        raise ValueError("backward_passes_per_step must be > 0")
+    check_passes(backward_passes_per_step)
     check_reduction_args(op, gradient_predivide_factor, None)
     k = int(backward_passes_per_step)
     # MultiSteps hands over the mean of the k passes.

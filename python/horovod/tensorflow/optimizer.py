@@ -10,7 +10,7 @@ variables instead (_DistributedAdasumOptimizer).
 
 import tensorflow as tf
 
-from horovod.common.grouping import check_adasum_set
+from horovod.common.grouping import check_adasum_set, check_passes
 from horovod.common.ops import Adasum, Average
 from horovod.common.topology import rank
 from horovod.common.process_sets import global_process_set
@@ -152,8 +152,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
     """Wraps a tf.compat.v1.train.Optimizer so that compute_gradients()
     returns gradients averaged (or `op`-reduced) across ranks. A Keras
     optimizer is handed to horovod.tensorflow.keras.DistributedOptimizer."""
-    if backward_passes_per_step < 1:
-        raise ValueError("backward_passes_per_step must be > 0")
+    check_passes(backward_passes_per_step)
     if num_groups != 0 and groups is None:
         groups = num_groups
     if not isinstance(optimizer, _LegacyOptimizer):

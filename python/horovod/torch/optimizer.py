@@ -7,7 +7,6 @@ gradients ready and step() starts them all (HOROVOD_GRADIENT_OVERLAP).
 With op=Adasum the ranks combine weight changes instead (see
 _DistributedAdasumOptimizer)."""
 
-import numbers
 import os
 import warnings
 from contextlib import contextmanager
@@ -15,7 +14,8 @@ from contextlib import contextmanager
 import torch
 
 from horovod.common.exceptions import HorovodInternalError
-from horovod.common.grouping import check_adasum_set, check_predivide
+from horovod.common.grouping import (check_adasum_set, check_passes,
+                                      check_predivide)
 from horovod.common.process_sets import global_process_set
 from horovod.torch.compression import Compression
 from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_,
@@ -82,13 +82,6 @@ def _checked_names(param_groups, named_parameters):
     return named_parameters
 
 
-def _check_passes(passes):
-    if isinstance(passes, bool) or not isinstance(passes, numbers.Integral) \
-            or passes < 1:
-        raise ValueError("backward_passes_per_step must be an integer of at "
-                         "least 1, got %r" % (passes,))
-
-
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1, op=Average,
@@ -142,7 +135,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return [list(g) for g in groups]
 
     def set_backward_passes_per_step(self, passes):
-        _check_passes(passes)
+        check_passes(passes)
         self.backward_passes_per_step = passes
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
@@ -341,7 +334,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._starts = None  # the weights a step starts from, kept
 
     def set_backward_passes_per_step(self, passes):
-        _check_passes(passes)
+        check_passes(passes)
         self.backward_passes_per_step = passes
 
     def synchronize(self):
@@ -392,7 +385,7 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     """Returns `optimizer` wrapped so that step() applies gradients averaged
     (op) across the ranks of `process_set`."""
     check_predivide(op, gradient_predivide_factor)
-    _check_passes(backward_passes_per_step)
+    check_passes(backward_passes_per_step)
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` "
                       "and will be removed in v0.23.0.", DeprecationWarning)

@@ -237,6 +237,18 @@ def check_distributed_optimizer_equals_single_process():
         same(got[k], want[k], tol=1e-5)
 
 
+def check_gradients_of_integer_inputs_pass_through():
+    # jax.grad(allow_int=True) gives integer leaves float0 gradients, which
+    # hold no values: they are kept, the others reduced, eagerly and in jit.
+    params = {"w": jnp.ones(3), "steps": jnp.array(2)}
+    g = jax.grad(lambda p: jnp.sum(p["w"] * p["steps"]) * (r + 1),
+                 allow_int=True)(params)
+    for wrap in MODES.values():
+        out = wrap(hvd.allreduce_gradients)(g)
+        assert out["steps"].dtype == jax.dtypes.float0, out["steps"].dtype
+        same(out["w"], np.full(3, 2 * np.mean([k + 1 for k in ranks])))
+
+
 def check_errors_name_value_and_rank():
     raises(hvd.HorovodInternalError,
            lambda: hvd.allreduce(jnp.ones(r + 1), name="shape"),
@@ -264,6 +276,9 @@ def check_errors_name_value_and_rank():
     raises(ValueError, lambda: hvd.allreduce_gradients(
         {"w": jnp.ones(2)}, gradient_predivide_factor=0.0),
         "gradient_predivide_factor must not be 0")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        optax.sgd(0.1), backward_passes_per_step=1.5),
+        "backward_passes_per_step must be an integer of at least 1, got 1.5")
     for wrap in MODES.values():  # eagerly and in jit
         raises(Exception, lambda: wrap(lambda t: hvd.allreduce(
             t, op=99, name="badop"))(jnp.ones(2)).block_until_ready(),

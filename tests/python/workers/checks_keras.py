@@ -283,9 +283,11 @@ def check_errors():
     raises(ValueError, lambda: hvd.DistributedOptimizer(object()), "object")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         keras.optimizers.SGD(0.1), op=hvd.Adasum), "Adasum")
-    raises(ValueError, lambda: hvd.DistributedOptimizer(
-        keras.optimizers.SGD(0.1), backward_passes_per_step=0),
-        "backward_passes_per_step")
+    for passes in (0, 1.5):
+        raises(ValueError, lambda: hvd.DistributedOptimizer(
+            keras.optimizers.SGD(0.1), backward_passes_per_step=passes),
+            "backward_passes_per_step must be an integer of at least 1, "
+            "got %r" % passes)
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         keras.optimizers.SGD(0.1), gradient_predivide_factor=0.0),
         "gradient_predivide_factor must not be 0")
