@@ -291,6 +291,33 @@ def process_collectives():
 # Objects travel as cloudpickle bytes in uint8 arrays, and only between ranks
 # of this job (every link is authenticated with the job's secret).
 
+def _pickled(obj):
+    """(obj as cloudpickle bytes in a uint8 array, None), or (the failure's
+    text as such an array, the exception) when obj cannot be pickled: the
+    text goes to the peers in its place, with its length negated, so that
+    they raise too instead of waiting for bytes that never come."""
+    import cloudpickle
+    import numpy as np
+    try:
+        data, error = cloudpickle.dumps(obj), None
+    except Exception as e:  # noqa: BLE001 - any pickling failure
+        data = ("%s: %s" % (type(e).__name__, e)).encode("utf-8", "replace")
+        error = e
+    return np.frombuffer(bytearray(data), dtype=np.uint8), error
+
+
+def _length(data, error):
+    return -1 - data.size if error is not None else data.size
+
+
+def _unpicklable(what, failed):
+    """The error for ranks whose peers could not pickle their objects:
+    `failed` is [(rank, their failure's text)]."""
+    return HorovodInvalidArgumentError(
+        "%s: %s" % (what, "; ".join("rank %d could not pickle its object: %s"
+                                    % f for f in failed)))
+
+
 def broadcast_object(collectives, obj, root_rank=0, name=None,
                      process_set=global_process_set):
     import cloudpickle
@@ -298,21 +325,27 @@ def broadcast_object(collectives, obj, root_rank=0, name=None,
     # One default for every rank: the others often pass None for obj.
     name = name or "broadcast_object"
     rank = collectives._basics.rank()
+    error = None
     if rank == root_rank:
-        payload = np.frombuffer(bytearray(cloudpickle.dumps(obj)),
-                                dtype=np.uint8)
-        length = np.array([payload.size], dtype=np.int64)
+        payload, error = _pickled(obj)
+        length = np.array([_length(payload, error)], dtype=np.int64)
     else:
         payload = None
         length = np.zeros(1, dtype=np.int64)
     collectives.synchronize(collectives.enqueue(
         OpType.broadcast, [length], "broadcast", name + ".sz",
         lambda _: None, root=root_rank, process_set=process_set))
+    size = int(length[0])
     if payload is None:
-        payload = np.zeros(int(length[0]), dtype=np.uint8)
+        payload = np.zeros(size if size >= 0 else -1 - size, dtype=np.uint8)
     collectives.synchronize(collectives.enqueue(
         OpType.broadcast, [payload], "broadcast", name + ".t",
         lambda _: None, root=root_rank, process_set=process_set))
+    if error is not None:
+        raise error
+    if size < 0:
+        raise _unpicklable("broadcast_object", [
+            (root_rank, payload.tobytes().decode("utf-8", "replace"))])
     if rank == root_rank:
         return obj
     return cloudpickle.loads(payload.tobytes())
@@ -323,18 +356,28 @@ def allgather_object(collectives, obj, name=None,
     import cloudpickle
     import numpy as np
     name = name or "allgather_object"
-    data = np.frombuffer(bytearray(cloudpickle.dumps(obj)), dtype=np.uint8)
+    data, error = _pickled(obj)
 
     def gathered(chs):
         return output_numpy(chs[0])
     sizes = collectives.synchronize(collectives.enqueue(
-        OpType.allgather, [np.array([data.size], dtype=np.int64)],
+        OpType.allgather, [np.array([_length(data, error)], dtype=np.int64)],
         "allgather", name + ".sz", gathered, process_set=process_set))
     flat = collectives.synchronize(collectives.enqueue(
         OpType.allgather, [data], "allgather", name + ".t", gathered,
         process_set=process_set))
-    out, offset = [], 0
-    for n in sizes.tolist():
-        out.append(cloudpickle.loads(flat[offset:offset + n].tobytes()))
+    members = process_set.ranks or range(len(sizes))
+    out, failed, offset = [], [], 0
+    for member, size in zip(members, sizes.tolist()):
+        n = size if size >= 0 else -1 - size
+        chunk = flat[offset:offset + n].tobytes()
         offset += n
-    return out
+        if size < 0:
+            failed.append((member, chunk.decode("utf-8", "replace")))
+        elif not failed:
+            out.append(chunk)
+    if error is not None:
+        raise error
+    if failed:
+        raise _unpicklable("allgather_object", failed)
+    return [cloudpickle.loads(chunk) for chunk in out]

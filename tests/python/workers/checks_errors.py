@@ -273,3 +273,35 @@ def check_init_comm_must_name_every_rank():
         assert not hvd.is_initialized()
     hvd.init()
     works()
+
+
+def check_objects_that_cannot_be_pickled_fail_on_every_rank():
+    # The rank that cannot pickle its object raises its own error; its
+    # peers, instead of waiting for bytes that never come, raise one that
+    # names it; the job goes on.
+    import threading
+    lock = threading.Lock()
+    if r == 0:
+        expect(TypeError, "cannot pickle", lambda: hvd.broadcast_object(lock))
+    else:
+        expect(hvd.HorovodInvalidArgumentError,
+               "broadcast_object: rank 0 could not pickle its object: "
+               "TypeError: cannot pickle", lambda: hvd.broadcast_object(None))
+    bad = n - 1
+    if r == bad:
+        expect(TypeError, "cannot pickle", lambda: hvd.allgather_object(lock))
+    else:
+        expect(hvd.HorovodInvalidArgumentError,
+               "allgather_object: rank %d could not pickle its object" % bad,
+               lambda: hvd.allgather_object(r))
+    ps = hvd.add_process_set([0, bad])  # and on a process set
+    if r == 0:
+        expect(hvd.HorovodInvalidArgumentError,
+               "allgather_object: rank %d could not pickle its object" % bad,
+               lambda: hvd.allgather_object(r, process_set=ps))
+    elif r == bad:
+        expect(TypeError, "cannot pickle", lambda: hvd.allgather_object(
+            lock, process_set=ps))
+    hvd.remove_process_set(ps)
+    assert hvd.allgather_object(r) == list(range(n))
+    assert hvd.broadcast_object(r, root_rank=bad) == bad
