@@ -146,6 +146,14 @@ class Engine {
   // The same for one tensor (not a group).
   Status Enqueue(OpType op, const TensorView& tensor,
                  const CollectiveArgs& args, Handle* handle);
+  // For a caller that found its input for `op` (n tensors, named and on
+  // the set as `args` say) unfit before enqueueing it, as Enqueue does
+  // itself for what it checks: tells the set's other members, whose calls
+  // of the operation then fail with `why` instead of waiting for this
+  // rank, and returns `why` once they have (bounded by the engine's
+  // deadlines), so every member goes on from the same point.
+  Status Refuse(OpType op, size_t n, const CollectiveArgs& args,
+                const Status& why);
   // Blocking collectives.
   Status Barrier(int process_set = 0);
   // Marks this rank as out of data; returns the last rank to join.

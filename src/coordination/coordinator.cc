@@ -259,6 +259,10 @@ Response Coordinator::Validate(const Pending& p) {
   // Only failures spell these out: the common case allocates nothing.
   auto who = [&] { return "tensor '" + a.name + "'"; };
   auto at = [&](int r) { return "rank " + std::to_string(r); };
+  for (int r = first; r < static_cast<int>(p.have.size()); ++r)
+    if (p.have[r] && !p.requests[r].refusal.empty())
+      return fail(std::string(OpName(p.requests[r].op)) + " of " + who() +
+                  " was refused by " + at(r) + ": " + p.requests[r].refusal);
   const bool is_allreduce = a.op == Op::kAllreduce;
   const bool is_reducescatter = a.op == Op::kReducescatter;
   const bool gathers = a.op == Op::kAllgather || a.op == Op::kAlltoall;

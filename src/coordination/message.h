@@ -100,6 +100,10 @@ struct Request {
   std::string group;
   // kAddProcessSet: the ranks of the set to add, ascending.
   std::vector<int32_t> set_ranks;
+  // Non-empty: the sender refused its own input for this operation, for
+  // this reason. Rank 0 fails the operation on every member with it, so
+  // that none waits for a tensor that will not come.
+  std::string refusal;
 
   std::string Key() const { return TensorKey(process_set, name); }
 };

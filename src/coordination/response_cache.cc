@@ -34,7 +34,8 @@ void AssignSingle(const Response& r, size_t i, Response* out) {
 
 bool ResponseCache::SameLookup(const Request& a, const Request& b) {
   return SameScalars(a, b) && a.shape == b.shape &&
-         a.group_size == b.group_size && a.group == b.group;
+         a.group_size == b.group_size && a.group == b.group &&
+         a.refusal.empty() && b.refusal.empty();
 }
 
 bool ResponseCache::Cacheable(const Response& r) {
@@ -49,7 +50,8 @@ int ResponseCache::SlotOf(int32_t process_set, const std::string& name) const {
 }
 
 int ResponseCache::Find(const Request& r) const {
-  const int s = SlotOf(r.process_set, r.name);
+  // A refusal must reach rank 0 whole: no slot stands for it.
+  const int s = r.refusal.empty() ? SlotOf(r.process_set, r.name) : -1;
   if (s < 0) return -1;
   const Response& c = entries_[s];
   // A grouped tensor names its group by slot too: the cached entry keeps

@@ -7,7 +7,7 @@ namespace {
 
 constexpr uint32_t kRequestMagic = 0x51525648;   // "HVRQ"
 constexpr uint32_t kResponseMagic = 0x53525648;  // "HVRS"
-constexpr uint8_t kVersion = 4;
+constexpr uint8_t kVersion = 5;
 // Threads of one rank blocked at once; more is not a real job.
 constexpr uint32_t kMaxWaiting = 4096;
 constexpr uint32_t kMaxDims = kWireMaxDims;
@@ -139,6 +139,7 @@ std::string EncodeRequestList(const RequestList& list) {
     w.I64s(r.splits);
     w.Put<int32_t>(r.group_size);
     w.Str(r.group);
+    w.Str(r.refusal);
     PutSetFields(w, r.op, r.set_id, r.set_ranks);
   }
   w.Put<uint32_t>(static_cast<uint32_t>(list.cache_hits.size()));
@@ -179,6 +180,7 @@ Status DecodeRequestList(const std::string& bytes, int job_size,
     r.I64s(&q.splits, static_cast<uint32_t>(job_size));
     r.Get(&q.group_size);
     r.Str(&q.group, kMaxName);
+    r.Str(&q.refusal, kWireMaxRefusal);
     if (!r.ok() || !ValidCommon(op, dtype, reduce) || q.rank < 0 ||
         q.rank >= job_size || q.group_size < 0 || q.shape.size() > kMaxDims)
       return Malformed("request");

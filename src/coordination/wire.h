@@ -24,6 +24,8 @@ namespace horovod {
 // so the sending rank refuses the call first (CheckRequest).
 constexpr size_t kWireMaxName = 4096;
 constexpr size_t kWireMaxDims = 64;
+// A refusal's reason travels cut to this many bytes.
+constexpr size_t kWireMaxRefusal = 2048;
 
 std::string EncodeRequestList(const RequestList& list);
 Status DecodeRequestList(const std::string& bytes, int job_size,

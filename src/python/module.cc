@@ -36,6 +36,34 @@ namespace {
   throw std::runtime_error(st.message());
 }
 
+// The views of an enqueue's arrays and of their out-of-place sources (one
+// per array, or none); throws naming what cannot be read.
+void ReadInput(const Engine& eng, const std::vector<nb::ndarray<>>& arrays,
+               const std::vector<int>& bfloat16_bits,
+               const std::vector<nb::ndarray<>>& sources,
+               std::vector<TensorView>* views, std::vector<TensorView>* froms) {
+  // The caller keeps the sources alive until the handles finish.
+  if (!sources.empty() && sources.size() != arrays.size())
+    throw nb::value_error("sources must be empty or one per array");
+  views->reserve(arrays.size());
+  for (const auto& a : arrays) views->push_back(dlpack::ToView(a, eng.rank()));
+  for (const auto& a : sources) froms->push_back(dlpack::ToView(a, eng.rank()));
+  // Arrays NumPy holds as bfloat16 arrive as their uint16 bits, and so do
+  // their sources.
+  for (int i : bfloat16_bits) {
+    if (i < 0 || i >= static_cast<int>(views->size()) ||
+        (*views)[i].dtype != DataType::kInt16)
+      throw nb::value_error("bfloat16_bits must name 16-bit arrays");
+    (*views)[i].dtype = DataType::kBFloat16;
+    if (!froms->empty() && (*froms)[i].dtype == DataType::kInt16)
+      (*froms)[i].dtype = DataType::kBFloat16;
+  }
+  for (size_t i = 0; i < froms->size(); ++i) {
+    dlpack::CheckSource((*froms)[i], (*views)[i], eng.rank());
+    (*views)[i].input = (*froms)[i].data;
+  }
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -149,34 +177,20 @@ NB_MODULE(_core, m) {
              int process_set, const std::vector<int>& bfloat16_bits,
              const std::vector<nb::ndarray<>>& sources) {
             Engine& eng = e.get();
-            // An out-of-place allreduce's inputs, one per array; the
-            // caller keeps them alive until the handles finish.
-            if (!sources.empty() && sources.size() != arrays.size())
-              throw nb::value_error("sources must be empty or one per array");
-            std::vector<TensorView> views, froms;
-            views.reserve(arrays.size());
-            for (const auto& a : arrays)
-              views.push_back(dlpack::ToView(a, eng.rank()));
-            for (const auto& a : sources)
-              froms.push_back(dlpack::ToView(a, eng.rank()));
-            // Arrays NumPy holds as bfloat16 arrive as their uint16 bits,
-            // and so do their sources.
-            for (int i : bfloat16_bits) {
-              if (i < 0 || i >= static_cast<int>(views.size()) ||
-                  views[i].dtype != DataType::kInt16)
-                throw nb::value_error("bfloat16_bits must name 16-bit arrays");
-              views[i].dtype = DataType::kBFloat16;
-              if (!froms.empty() && froms[i].dtype == DataType::kInt16)
-                froms[i].dtype = DataType::kBFloat16;
-            }
-            for (size_t i = 0; i < froms.size(); ++i) {
-              dlpack::CheckSource(froms[i], views[i], eng.rank());
-              views[i].input = froms[i].data;
-            }
             CollectiveArgs args;
             args.name = name;
-            const PyNumbers n = PyNumbers::From(reduce_op, prescale, postscale,
-                                                root, eng.rank());
+            args.process_set = process_set;
+            std::vector<TensorView> views, froms;
+            PyNumbers n;
+            try {
+              ReadInput(eng, arrays, bfloat16_bits, sources, &views, &froms);
+              n = PyNumbers::From(reduce_op, prescale, postscale, root,
+                                  eng.rank());
+            } catch (const std::exception& x) {
+              RefuseInput(&eng, static_cast<OpType>(op), arrays.size(), args,
+                          x.what());
+              throw;
+            }
             SetArgs(&args, n.reduce_op, n.prescale, n.postscale, n.root,
                     process_set);
             args.splits = std::move(splits);
@@ -337,6 +351,22 @@ NB_MODULE(_core, m) {
       nb::arg("reduce_op").none() = static_cast<int>(ReduceOp::kSum),
       nb::arg("prescale").none() = 1.0, nb::arg("postscale").none() = 1.0,
       nb::arg("root").none() = 0);
+  // For input refused before it reached the engine (Engine::Refuse): the
+  // operation's peers fail with `message` rather than wait for this rank.
+  // Returns once they have, or at once with no engine.
+  table_class.def(
+      "refuse",
+      [](HandleTable& table, int op, const std::string& name, int process_set,
+         size_t n, const std::string& message) {
+        PyEngine* pe = table.engine();
+        CollectiveArgs args;
+        args.name = name;
+        args.process_set = process_set;
+        RefuseInput(pe != nullptr ? pe->engine.get() : nullptr,
+                    static_cast<OpType>(op), n, args, message.c_str());
+      },
+      nb::arg("op"), nb::arg("name"), nb::arg("process_set"), nb::arg("n"),
+      nb::arg("message"));
   // poll and synchronize: see table_methods.h. Adapters export the bound
   // methods as theirs, without a Python frame around them.
   AddTableMethods(table_class);

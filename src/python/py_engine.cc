@@ -51,6 +51,13 @@ void JoinName(std::string_view prefix, std::string_view name,
 
 }  // namespace
 
+void RefuseInput(Engine* engine, OpType op, size_t n,
+                 const CollectiveArgs& args, const char* why) {
+  if (engine == nullptr) return;
+  nb::gil_scoped_release release;
+  engine->Refuse(op, n, args, Status::InvalidArgument(why));
+}
+
 int64_t EnqueueTensor(HandleTable& table, OpType op,
                       const nb::dlpack::dltensor& tensor, nb::handle keep,
                       nb::handle finish, std::string_view prefix,
@@ -63,6 +70,8 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
     throw nb::value_error("Horovod has not been initialized; use hvd.init().");
   TensorView& view = pe->view;
   CollectiveArgs& args = pe->args;
+  JoinName(prefix, name, &args.name);
+  SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
   Engine* eng = nullptr;
   try {
     eng = &pe->get();
@@ -74,10 +83,9 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
       view.input = pe->source.data;
     }
   } catch (const nb::builtin_exception& x) {
+    RefuseInput(eng, op, 1, args, x.what());
     table.RaiseInvalidArgument(x.what());
   }
-  JoinName(prefix, name, &args.name);
-  SetArgs(&args, reduce_op, prescale, postscale, root, process_set);
   Status st = eng->Enqueue(op, view, args, table.Reserve());
   if (!st.ok()) table.Raise(st);
   return table.FileReserved(finish, keep, source_keep);
@@ -120,15 +128,25 @@ int64_t EnqueueOne(HandleTable& table, OpType op, nb::handle array,
                    std::string_view name, nb::handle reduce_op,
                    nb::handle prescale, nb::handle postscale, nb::handle root,
                    int process_set, nb::handle source) {
-  const PyNumbers numbers =
-      TableNumbers(table, reduce_op, prescale, postscale, root);
   nb::ndarray<> imported, imported_source;  // alive while the tensors are read
   nb::dlpack::dltensor storage, source_storage;
-  const nb::dlpack::dltensor* tensor =
-      TensorOfArray(array, &imported, &storage);
+  const nb::dlpack::dltensor* tensor = nullptr;
   const nb::dlpack::dltensor* from = nullptr;
-  if (source.is_valid() && !source.is_none())
-    from = TensorOfArray(source, &imported_source, &source_storage);
+  PyNumbers numbers;
+  try {
+    numbers = TableNumbers(table, reduce_op, prescale, postscale, root);
+    tensor = TensorOfArray(array, &imported, &storage);
+    if (source.is_valid() && !source.is_none())
+      from = TensorOfArray(source, &imported_source, &source_storage);
+  } catch (const std::exception& x) {
+    PyEngine* pe = table.engine();
+    CollectiveArgs args;
+    JoinName(prefix, name, &args.name);
+    args.process_set = process_set;
+    RefuseInput(pe != nullptr ? pe->engine.get() : nullptr, op, 1, args,
+                x.what());
+    throw;
+  }
   return EnqueueTensor(table, op, *tensor, keep, finish, prefix, name,
                        numbers.reduce_op, numbers.prescale, numbers.postscale,
                        numbers.root, process_set, from,

@@ -65,6 +65,13 @@ int64_t EnqueueTensor(HandleTable& table, OpType op,
                       const nanobind::dlpack::dltensor* source = nullptr,
                       nanobind::handle source_keep = nanobind::handle());
 
+// Engine::Refuse for an operation whose input this rank could not read
+// (its dtype, its numbers): the peers' calls fail with `why` rather than
+// wait for it. Waits for them without the GIL; does nothing when `engine`
+// is null.
+void RefuseInput(Engine* engine, OpType op, size_t n,
+                 const CollectiveArgs& args, const char* why);
+
 // PyNumbers::From with the rank of the table's engine (-1 when none is
 // bound), raising the table's InvalidArgument type where From raises
 // ValueError.

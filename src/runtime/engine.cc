@@ -112,6 +112,12 @@ Status Engine::Enqueue(OpType op, const TensorView& t, const CollectiveArgs& a,
   return impl_->Enqueue(op, &t, 1, a, h);
 }
 
+Status Engine::Refuse(OpType op, size_t n, const CollectiveArgs& a,
+                      const Status& why) {
+  if (!Startable(op)) return why;
+  return impl_->Refuse(op, n, a, why);
+}
+
 Status Engine::NotStartable(OpType op) const {
   return Status::InvalidArgument(std::string("Engine::Enqueue cannot start ") +
                                  OpTypeName(op) + "; call it directly (rank " +

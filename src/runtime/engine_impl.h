@@ -165,6 +165,10 @@ class EngineImpl {
   Status Enqueue(OpType op, const TensorView* tensors, size_t n,
                  const CollectiveArgs& args, Handle* handles);
 
+  // See Engine::Refuse.
+  Status Refuse(OpType op, size_t n, const CollectiveArgs& args,
+                const Status& why);
+
   // A request that moves no tensor data (barrier, join, process-set
   // changes): `request` names the op, its name and its own fields; the rank
   // is filled in here.
@@ -174,6 +178,13 @@ class EngineImpl {
 
  private:
   std::string AutoName(OpType op);
+  // Whether this rank is a member of `process_set` (a registered one).
+  bool IsMember(int process_set) const;
+  // Refuse, for the `n` tensors of an operation named `base` (a group's
+  // members named from it as Enqueue names them) on a set this rank is a
+  // member of.
+  Status RefuseNamed(OpType op, const std::string& base, size_t n,
+                     int process_set, const Status& why);
 
   // Ranks on our host (equal host keys) share memory unless disabled.
   // Waiters spin before they sleep even when ranks outnumber cores: spinners

@@ -99,8 +99,8 @@ Status EngineImpl::Enqueue(OpType op, const TensorView* tensors, size_t n,
       r.group.clear();
       r.group_size = 0;
     }
-    HVD_RETURN_IF_ERROR(
-        CheckRequest(op, tensors[i], args, members, job_.rank, &r));
+    Status st = CheckRequest(op, tensors[i], args, members, job_.rank, &r);
+    if (!st.ok()) return RefuseNamed(op, base, n, args.process_set, st);
     // The shape travels in the request; the view keeps where the data is.
     e.tensor.data = tensors[i].data;
     e.tensor.dtype = tensors[i].dtype;
@@ -108,6 +108,51 @@ Status EngineImpl::Enqueue(OpType op, const TensorView* tensors, size_t n,
     e.tensor.input = tensors[i].input;
   }
   return queue_.Add(entries, n, handles);
+}
+
+Status EngineImpl::Refuse(OpType op, size_t n, const CollectiveArgs& args,
+                          const Status& why) {
+  if (!IsMember(args.process_set)) return why;
+  CountSubmitter();  // it waits below, as a submitter
+  return RefuseNamed(op, args.name.empty() ? AutoName(op) : args.name, n,
+                     args.process_set, why);
+}
+
+bool EngineImpl::IsMember(int process_set) const {
+  if (process_set == 0) return true;
+  std::shared_ptr<const std::vector<int>> set = sets_.Find(process_set);
+  return set != nullptr &&
+         std::find(set->begin(), set->end(), job_.rank) != set->end();
+}
+
+Status EngineImpl::RefuseNamed(OpType op, const std::string& base, size_t n,
+                               int process_set, const Status& why) {
+  // A name the messages cannot carry cannot be refused either: the peers
+  // find this rank's absence through the deadlock check instead.
+  const std::string last =
+      n > 1 ? base + "_" + std::to_string(n) + "of" + std::to_string(n) : base;
+  if (n == 0 || last.size() > kWireMaxName) return why;
+  std::vector<TensorEntry> entries(n);
+  for (size_t i = 0; i < n; ++i) {
+    Request& r = entries[i].request;
+    r.rank = job_.rank;
+    r.op = ToOp(op);
+    r.process_set = process_set;
+    r.name = base;
+    if (n > 1) {
+      r.name += "_" + std::to_string(i + 1) + "of" + std::to_string(n);
+      r.group = entries[0].request.name;
+      r.group_size = static_cast<int32_t>(n);
+    }
+    r.refusal = why.message().substr(0, kWireMaxRefusal);
+  }
+  // Waited for, so that this rank goes on from where the others do: every
+  // member's call of the operation has failed when this one returns. The
+  // engine's deadlines end the wait when a member never calls it.
+  std::vector<Handle> handles(n);
+  if (!queue_.Add(entries.data(), n, handles.data()).ok()) return why;
+  for (const Handle& h : handles) h.Wait();
+  return why;
 }
 
 Status EngineImpl::EnqueueControl(Request request, Handle* handle) {

@@ -127,6 +127,23 @@ TEST_F(CoordinatorTest, MismatchFailsTheTensorNamingBothRanks) {
   EXPECT_NE(out.responses[0].error_message.find("int32"), std::string::npos);
 }
 
+TEST_F(CoordinatorTest, ARefusalFailsTheTensorOnEveryRankWithItsReason) {
+  Coordinator c(Config(3), nullptr);
+  Request refused = Ar(1, "t", {});
+  refused.refusal = "unsupported tensor dtype complex64 (rank 1)";
+  c.AddRequestList(0, List({Ar(0, "t", {2})}), At(0));
+  c.AddRequestList(1, List({refused}), At(0));
+  // Still waiting for rank 2: every member learns of the refusal at once.
+  EXPECT_TRUE(c.TakeResponses(At(0)).responses.empty());
+  c.AddRequestList(2, List({Ar(2, "t", {2})}), At(0));
+  ResponseList out = c.TakeResponses(At(0));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_TRUE(out.responses[0].error);
+  EXPECT_EQ(out.responses[0].error_message,
+            "allreduce of tensor 't' was refused by rank 1: unsupported "
+            "tensor dtype complex64 (rank 1)");
+}
+
 TEST_F(CoordinatorTest, AllgatherCarriesEveryRanksFirstDimension) {
   Coordinator c(Config(3), nullptr);
   for (int r = 0; r < 3; ++r) {

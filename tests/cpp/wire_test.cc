@@ -28,6 +28,7 @@ Request MakeRequest(int rank, const std::string& name) {
   r.splits = {1, 3};
   r.group_size = 2;
   r.group = "g";
+  r.refusal = "a dtype it has no kernel for";
   return r;
 }
 
@@ -51,6 +52,7 @@ TEST(Wire, RequestListRoundTrip) {
   EXPECT_EQ(r.splits, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(r.prescale, 0.5);
   EXPECT_EQ(r.group, "g");
+  EXPECT_EQ(r.refusal, "a dtype it has no kernel for");
   EXPECT_EQ(out.cache_hits, (std::vector<uint32_t>{3, 9}));
   EXPECT_EQ(out.abort_reason, "why");
 }

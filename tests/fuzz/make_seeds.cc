@@ -70,6 +70,11 @@ void WireSeeds(const std::string& dir) {
   t.group = "g";
   t.group_size = 2;
   a.requests.push_back(t);
+  Request refused;
+  refused.rank = 1;
+  refused.name = "grad.fc";
+  refused.refusal = "unsupported tensor dtype complex64 (rank 1)";
+  a.requests.push_back(refused);
   Write(dir, "requests", jobs4 + EncodeRequestList(a));
   RequestList b;
   b.cache_hits = {0, 1, 2};

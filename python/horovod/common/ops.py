@@ -156,18 +156,36 @@ class Collectives:
         arrays = list(arrays)
         full_name = op_name(prefix, name, 0 if name else self.unnamed_number(ps))
         sources = list(sources) if sources else []
-        if export is None:
-            views, bits = _bfloat16_as_bits(arrays)
-            froms = _bfloat16_as_bits(sources)[0]
-        else:
-            views, bits = [export(a) for a in arrays], []
-            froms = [export(a) for a in sources]
+        try:
+            if export is None:
+                views, bits = _bfloat16_as_bits(arrays)
+                froms = _bfloat16_as_bits(sources)[0]
+            else:
+                views, bits = [export(a) for a in arrays], []
+                froms = [export(a) for a in sources]
+        except Exception as e:
+            self.handles.refuse(op.value, full_name, ps, len(arrays), str(e))
+            raise
         keep = (arrays, sources) if sources else arrays
         core = engine_call(engine.enqueue, op.value, views, full_name,
                            reduce_op, prescale, postscale, root,
                            [int(s) for s in splits] if splits else [], ps,
                            bits, froms)
         return self.handles.add(core, finish, keep)
+
+    def refuse(self, op, arrays, prefix, name, process_set, error):
+        """For a call whose `arrays` this rank refuses before enqueueing
+        them (`error` says why): the operation is numbered as enqueue
+        numbers it, and its peers fail with the reason rather than wait
+        for this rank (Engine::Refuse). Returns once they have."""
+        if not self._basics.is_initialized():
+            return  # no job: no peer waits
+        try:
+            ps = self.process_set_id(process_set)
+        except ValueError:
+            return  # a set it cannot run on: no peer waits either
+        full_name = op_name(prefix, name, 0 if name else self.unnamed_number(ps))
+        self.handles.refuse(op.value, full_name, ps, len(arrays), str(error))
 
     def enqueue_one(self, op, capsule, keep, prefix, name, finish,
                     reduce_op=Sum, prescale=1.0, postscale=1.0, root=0,

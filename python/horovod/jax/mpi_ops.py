@@ -25,6 +25,7 @@ alltoall takes even splits only.
 Thread-safety: as horovod.common.ops.
 """
 
+import contextlib
 import ctypes
 import functools
 import threading
@@ -78,20 +79,37 @@ def _checked_numbers(reduce_op=Sum, prescale=1.0, postscale=1.0, root=0):
                 root=root)
 
 
+@contextlib.contextmanager
+def _refusing(op, xs, prefix, name, process_set):
+    """Input refused in the block (TypeError or ValueError) is refused to
+    the operation's peers too, eagerly: their calls fail with the reason
+    instead of waiting for this rank."""
+    try:
+        yield
+    except (TypeError, ValueError) as e:
+        _collectives.refuse(op, xs, prefix, name, process_set, e)
+        raise
+
+
 def _call(op, xs, prefix, name, process_set, out_specs, **kw):
     """The collective over the arrays xs: directly when they are concrete;
     when traced, allreduce and broadcast as Horovod's primitive (an XLA
     custom call), the others as one ordered io_callback, out_specs(xs)
     giving its output ShapeDtypeStructs."""
     xla = op in (_OP.allreduce, _OP.broadcast)
-    if kw:  # checked as torch's are: a root of 1.5 is no rank 1
-        kw = _checked_numbers(**kw)
     if not _traced(xs):
         if xla and all(isinstance(x, jax.Array) for x in xs):
+            if kw:  # checked as torch's are: a root of 1.5 is no rank 1
+                kw = _checked_numbers(**kw)
             return _eager_xla(op.value, xs, prefix, name,
                               _collectives.process_set_id(process_set), **kw)
-        return numpy_collective(op, host_arrays(xs, prefix), prefix, name,
-                                process_set, to_jax, **kw)
+        with _refusing(op, xs, prefix, name, process_set):
+            kw = _checked_numbers(**kw) if kw else kw
+            arrays = host_arrays(xs, prefix)
+        return numpy_collective(op, arrays, prefix, name, process_set, to_jax,
+                                **kw)
+    if kw:
+        kw = _checked_numbers(**kw)
     xs = [jnp.asarray(x) for x in xs]
     if xla:
         _check_xla_dtypes(xs)
@@ -238,15 +256,20 @@ def _same_specs(xs):
     return [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs]
 
 
-def _check_rows(tensor, prefix):
+def _check_rows(op, tensor, prefix, name, process_set):
     """These collectives work along dimension 0, which traced output
-    shapes are computed from: a scalar is refused before that."""
+    shapes are computed from: a scalar is refused before that (and,
+    eagerly, to the operation's peers)."""
     if np.ndim(tensor) == 0:
-        if not _traced([tensor]):
+        if _traced([tensor]):
+            raise HorovodInvalidArgumentError(_SCALAR % (prefix, rank()))
+        with _refusing(op, [tensor], prefix, name, process_set):
             host_arrays([tensor], prefix)  # a dict is no scalar
-        raise HorovodInvalidArgumentError(
-            "%s needs an array with at least one dimension, got a scalar "
-            "(rank %d)" % (prefix, rank()))
+            raise HorovodInvalidArgumentError(_SCALAR % (prefix, rank()))
+
+
+_SCALAR = ("%s needs an array with at least one dimension, got a scalar "
+           "(rank %d)")
 
 
 def _set_size(process_set):
@@ -330,7 +353,7 @@ _allgather.defvjp(_allgather_fwd, _allgather_bwd)
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's array along dimension 0 (differentiable).
     Under jit every rank must contribute the same number of rows."""
-    _check_rows(tensor, "allgather")
+    _check_rows(_OP.allgather, tensor, "allgather", name, process_set)
     if not _traced([tensor]):
         return _call(_OP.allgather, [tensor], "allgather", name, process_set,
                      None)[0]
@@ -437,7 +460,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
                 "alltoall splits must be integers, got %s (rank %d)"
                 % (counts.dtype, rank()))
         counts = tuple(int(s) for s in counts.reshape(-1))
-    _check_rows(tensor, "alltoall")
+    _check_rows(_OP.alltoall, tensor, "alltoall", name, process_set)
     return _alltoall(jnp.asarray(tensor), counts, name, process_set)
 
 
@@ -487,7 +510,8 @@ def reducescatter(tensor, name=None, op=Average,
     dimension 0 (the first dim0 % size ranks get one extra row).
     Differentiable."""
     op = Average if op is None else op
-    _check_rows(tensor, "reducescatter")
+    _check_rows(_OP.reducescatter, tensor, "reducescatter", name,
+                process_set)
     if not _traced([tensor]):  # _call checks the numbers
         return _call(_OP.reducescatter, [tensor], "reducescatter", name,
                      process_set, None, reduce_op=op, prescale=prescale_factor,

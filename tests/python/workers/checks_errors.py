@@ -305,3 +305,38 @@ def check_objects_that_cannot_be_pickled_fail_on_every_rank():
     hvd.remove_process_set(ps)
     assert hvd.allgather_object(r) == list(range(n))
     assert hvd.broadcast_object(r, root_rank=bad) == bad
+
+
+def check_input_one_rank_refuses_fails_the_peers_and_the_job_goes_on():
+    # Rank 0 refuses its own input (a dtype, a root, a number of the wrong
+    # kind); the others, whose input is fine, fail at once with its reason
+    # instead of waiting for it, and every rank goes on from there: a
+    # cached steady-state tensor, a group and unnamed ops alike.
+    x = torch.ones(3)
+    for _ in range(5):
+        hvd.allreduce(x, name="steady", op=hvd.Sum)
+    cases = [
+        ("allreduce of tensor 'allreduce.steady' was refused by rank 0: "
+         "unsupported tensor dtype complex64 (rank 0)",
+         lambda bad: hvd.allreduce(torch.ones(3, dtype=torch.complex64)
+                                   if bad else x, name="steady", op=hvd.Sum)),
+        ("allreduce of tensor 'grouped_allreduce.noname.",
+         lambda bad: hvd.grouped_allreduce(
+             [x, torch.ones(2, dtype=torch.uint16) if bad else x])),
+        ("was refused by rank 0: broadcast root rank %d is out of range"
+         % (n + 5),
+         lambda bad: hvd.broadcast(x, n + 5 if bad else 0)),
+        ("was refused by rank 0: root rank must be an integer, got 1.5",
+         lambda bad: hvd.broadcast_(x.clone(), 1.5 if bad else 0,
+                                    name="inplace")),
+    ]
+    for said, call in cases:
+        if r == 0:
+            e = expect(Exception, "rank 0", lambda: call(True))
+            assert "was refused" not in str(e), e  # its own error
+        else:
+            expect(hvd.HorovodInternalError, said, lambda: call(False))
+        close(hvd.allreduce(x, name="steady", op=hvd.Sum),
+              torch.full((3,), float(n)))
+    close(hvd.allreduce(x * (r + 1), op=hvd.Sum),
+          torch.full((3,), float(sum(range(1, n + 1)))))

@@ -307,6 +307,23 @@ def check_errors_name_value_and_rank():
     same(hvd.allreduce(jnp.ones(2), op=hvd.Sum), [n] * 2)  # still working
 
 
+def check_input_one_rank_refuses_fails_the_peers_eagerly():
+    # Rank 0 refuses its input before the engine sees it; the others fail
+    # with its reason instead of waiting, and the job goes on.
+    x = np.ones(2 * n, np.float32)
+    for op, bad, said in (
+            (hvd.allgather, {"w": 1}, "allgather takes arrays, got dict"),
+            (hvd.allgather, np.float32(1), "got a scalar"),
+            (hvd.reducescatter, np.ones(2 * n, np.complex64),
+             "unsupported tensor dtype complex64")):
+        if r == 0:
+            raises(Exception, lambda: op(bad), said, "rank 0")
+        else:
+            raises(hvd.HorovodInternalError, lambda: op(x),
+                   "was refused by rank 0: ", said)
+        same(hvd.allgather(np.full(1, r)), ranks)
+
+
 def check_shutdown_and_init_again():
     # The XLA handler lets go of the engine at shutdown and binds the next.
     f = jax.jit(lambda t: hvd.allreduce(t, op=hvd.Sum, name="again"))
