@@ -28,7 +28,8 @@ def host_arrays(xs, prefix):
         if a.dtype.kind == "O":
             raise TypeError("%s takes arrays, got %s (rank %d)"
                             % (prefix, type(x).__name__, rank()))
-        if a.dtype.kind in "USVcmM":
+        # bfloat16 is NumPy's void kind, as ml_dtypes defines it.
+        if a.dtype.kind in "USVcmM" and a.dtype.name != "bfloat16":
             raise _ops.unsupported_dtype(a.dtype.name, rank())
     return out
 
