@@ -397,9 +397,13 @@ def _results(service, code, failure, stage_error):
     with service.lock:
         blobs = list(service.results.values())
     done = run_api.outcomes(blobs, code == 0)
-    # The first to arrive: ranks change from round to round, and a worker
-    # that raised comes before its peers' errors about it.
-    failed = next((o[1] for o in done.values() if not o[0]), None)
+    # Of the workers whose own code raised, the first to arrive (ranks
+    # change from round to round); else the first error about a peer. A
+    # worker that raised usually reports first, but not always: its peers'
+    # collectives may fail, and they report, while it is still on its way.
+    failures = run_api.cause_first(
+        [(r, o[1]) for r, o in done.items() if not o[0]])
+    failed = failures[0][1] if failures else None
     if code != 0 or not done:
         why = stage_error or failure or "exit code %d" % code
         error = RuntimeError("horovod.spark.run_elastic: the job failed: %s"
