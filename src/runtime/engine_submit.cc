@@ -19,6 +19,14 @@ thread_local CensusRecord tls_census;
 // Never stale: the record keeps the census it points to alive.
 thread_local const ThreadCensus* tls_counted = nullptr;
 
+// `*out` = the name of member i of n tensors enqueued under `base`:
+// upstream's form for a group's members, <base>_<k>of<n>. Assigned, so a
+// steady caller's string keeps its capacity.
+void NameMember(const std::string& base, size_t i, size_t n, std::string* out) {
+  out->assign(base);
+  if (n > 1) *out += "_" + std::to_string(i + 1) + "of" + std::to_string(n);
+}
+
 }  // namespace
 
 void EngineImpl::LeaveCensus() {
@@ -79,9 +87,7 @@ Status EngineImpl::Enqueue(OpType op, const TensorView* tensors, size_t n,
     Request& r = e.request;
     r.rank = job_.rank;
     r.op = ToOp(op);
-    r.name = base;
-    // Upstream's form for the members of a group: <base>_<k>of<n>.
-    if (n > 1) r.name += "_" + std::to_string(i + 1) + "of" + std::to_string(n);
+    NameMember(base, i, n, &r.name);
     r.dtype = tensors[i].dtype;
     r.reduce_op = args.op;
     r.root = args.root;
@@ -129,18 +135,18 @@ Status EngineImpl::RefuseNamed(OpType op, const std::string& base, size_t n,
                                int process_set, const Status& why) {
   // A name the messages cannot carry cannot be refused either: the peers
   // find this rank's absence through the deadlock check instead.
-  const std::string last =
-      n > 1 ? base + "_" + std::to_string(n) + "of" + std::to_string(n) : base;
-  if (n == 0 || last.size() > kWireMaxName) return why;
+  if (n == 0) return why;
+  std::string last;
+  NameMember(base, n - 1, n, &last);
+  if (last.size() > kWireMaxName) return why;
   std::vector<TensorEntry> entries(n);
   for (size_t i = 0; i < n; ++i) {
     Request& r = entries[i].request;
     r.rank = job_.rank;
     r.op = ToOp(op);
     r.process_set = process_set;
-    r.name = base;
+    NameMember(base, i, n, &r.name);
     if (n > 1) {
-      r.name += "_" + std::to_string(i + 1) + "of" + std::to_string(n);
       r.group = entries[0].request.name;
       r.group_size = static_cast<int32_t>(n);
     }

@@ -97,19 +97,21 @@ def _call(op, xs, prefix, name, process_set, out_specs, **kw):
     custom call), the others as one ordered io_callback, out_specs(xs)
     giving its output ShapeDtypeStructs."""
     xla = op in (_OP.allreduce, _OP.broadcast)
-    if not _traced(xs):
-        if xla and all(isinstance(x, jax.Array) for x in xs):
-            if kw:  # checked as torch's are: a root of 1.5 is no rank 1
-                kw = _checked_numbers(**kw)
-            return _eager_xla(op.value, xs, prefix, name,
-                              _collectives.process_set_id(process_set), **kw)
-        with _refusing(op, xs, prefix, name, process_set):
-            kw = _checked_numbers(**kw) if kw else kw
-            arrays = host_arrays(xs, prefix)
+    eager = not _traced(xs)
+    # NumPy's route: refused input is refused to the peers too (the XLA
+    # handler numbers its unnamed calls itself, so they are not).
+    host = eager and not (xla and all(isinstance(x, jax.Array) for x in xs))
+    with (_refusing(op, xs, prefix, name, process_set) if host
+          else contextlib.nullcontext()):
+        if kw:  # checked as torch's are: a root of 1.5 is no rank 1
+            kw = _checked_numbers(**kw)
+        arrays = host_arrays(xs, prefix) if host else None
+    if host:
         return numpy_collective(op, arrays, prefix, name, process_set, to_jax,
                                 **kw)
-    if kw:
-        kw = _checked_numbers(**kw)
+    if eager:
+        return _eager_xla(op.value, xs, prefix, name,
+                          _collectives.process_set_id(process_set), **kw)
     xs = [jnp.asarray(x) for x in xs]
     if xla:
         _check_xla_dtypes(xs)
