@@ -144,20 +144,46 @@ _SUPPORTED = frozenset([tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64,
 _SUPPORTED_ENUMS = frozenset(t.as_datatype_enum for t in _SUPPORTED)
 
 
-def _prepare(tensors, process_set):
-    """Checks before an op: dtypes (TensorFlow would fail less clearly),
-    the process set, init when eager, XLA in a graph. Returns the set's id
-    and whether this runs eagerly."""
-    for t in tensors:
-        if t.dtype not in _SUPPORTED:
-            raise _ops.unsupported_dtype(t.dtype.name, rank())
+def _prepare(tensors, process_set, units):
+    """Checks before an op: the process set, init when eager, XLA in a
+    graph, dtypes (TensorFlow would fail less clearly; eagerly refused to
+    the units' peers too). Returns the set's id and whether this runs
+    eagerly."""
     ps = _collectives.process_set_id(process_set)
     eager = tf.executing_eagerly()
     if eager:
         _collectives.basics.engine  # ValueError before hvd.init()
     else:
         _check_not_xla()
+    with _lib.refusing(units, ps, eager):
+        for t in tensors:
+            if t.dtype not in _SUPPORTED:
+                raise _ops.unsupported_dtype(t.dtype.name, rank())
     return ps, eager
+
+
+def _refuse(kind, count, prefix, name, process_set, error):
+    """For input refused before an op of `count` tensors was made:
+    eagerly, in a job, on a set this rank runs on, the op's peers fail with
+    the reason rather than wait for this rank (op_library.refuse)."""
+    if not tf.executing_eagerly() or \
+            not _collectives.basics.is_initialized():
+        return
+    try:
+        ps = _collectives.process_set_id(process_set)
+    except ValueError:
+        return
+    _lib.refuse([Unit(kind, count, prefix, name)], ps, error)
+
+
+def _tensors(values, kind, prefix, name, process_set):
+    """`values` as tensors of the current context (_as_tensor), the input
+    of one op; a value refused is refused to the op's peers too."""
+    try:
+        return [_as_tensor(v) for v in values]
+    except (TypeError, ValueError) as e:
+        _refuse(kind, len(values), prefix, name, process_set, e)
+        raise
 
 
 def _same_shape(x):
@@ -169,8 +195,9 @@ def _run_units(units, tensors, process_set, shapes, **kw):
     when eager, else as one op of the graph being built, whose outputs get
     the static `shapes`: a list, or a function of each input tensor (only
     called in graphs: eager tensors have their shapes, and asking costs)."""
-    ps, eager = _prepare(tensors, process_set)
-    outs = _lib.collective(tuple(units), tensors, ps, eager, **kw)
+    units = tuple(units)
+    ps, eager = _prepare(tensors, process_set, units)
+    outs = _lib.collective(units, tensors, ps, eager, **kw)
     if eager:
         return outs
     if callable(shapes):
@@ -178,22 +205,28 @@ def _run_units(units, tensors, process_set, shapes, **kw):
     return _set_shapes(outs, shapes)
 
 
-def _split_counts(splits):
-    """alltoall's splits (a sequence or NumPy array) as a list of ints."""
-    if isinstance(splits, np.ndarray):
+def _splits(splits):
+    """alltoall's splits as an int64 tensor (empty: even splits)."""
+    if splits is None:
+        return tf.zeros([0], tf.int64)
+    if isinstance(splits, (tf.Tensor, tf.Variable)):
         dtype = tf.as_dtype(splits.dtype)
-        if not dtype.is_integer:
-            raise HorovodInvalidArgumentError(
-                "alltoall splits must be integers, got %s (rank %d)"
-                % (dtype.name, rank()))
-        return [int(s) for s in np.asarray(splits).reshape(-1)]
-    counts = list(splits)
-    for s in counts:
-        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
-            raise HorovodInvalidArgumentError(
-                "alltoall splits must be integers, got %r (rank %d)"
-                % (s, rank()))
-    return [int(s) for s in counts]
+    elif isinstance(splits, np.ndarray):
+        dtype = tf.as_dtype(splits.dtype)
+        splits = splits.reshape(-1)
+    else:
+        counts = list(splits)
+        for s in counts:
+            if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+                raise HorovodInvalidArgumentError(
+                    "alltoall splits must be integers, got %r (rank %d)"
+                    % (s, rank()))
+        return tf.constant([int(s) for s in counts], dtype=tf.int64)
+    if not dtype.is_integer:
+        raise HorovodInvalidArgumentError(
+            "alltoall splits must be integers, got %s (rank %d)"
+            % (dtype.name, rank()))
+    return tf.cast(tf.reshape(splits, [-1]), tf.int64)
 
 
 def _rows_of_this_rank(grad, table, i, process_set):
@@ -309,7 +342,9 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
                                  postscale_factor, ignore_name_scope,
                                  process_set)
     compression = compression or Compression.none
-    compressed, ctx = compression.compress(_as_tensor(tensor))
+    compressed, ctx = compression.compress(
+        _tensors([tensor], _lib.ALLREDUCE, "allreduce", name,
+                 process_set)[0])
     reduced = _allreduce(compressed, name, op, prescale_factor,
                          postscale_factor, ignore_name_scope, process_set)
     return compression.decompress(reduced, ctx)
@@ -332,8 +367,9 @@ def grouped_allreduce(tensors, average=None, device_dense="",
             prescale_factor, postscale_factor, ignore_name_scope, process_set)
     dense = [i for i in range(len(tensors)) if i not in sparse]
     compression = compression or Compression.none
-    pairs = [compression.compress(tf.convert_to_tensor(tensors[i]))
-             for i in dense]
+    pairs = [compression.compress(t) for t in _tensors(
+        [tensors[i] for i in dense], _lib.ALLREDUCE, "grouped_allreduce",
+        name, process_set)]
     reduced = _grouped_allreduce([c for c, _ in pairs], name, op,
                                  prescale_factor, postscale_factor,
                                  ignore_name_scope, process_set)
@@ -347,7 +383,7 @@ def grouped_allreduce(tensors, average=None, device_dense="",
 def _grouped_allgather(tensors, name=None, ignore_name_scope=False,
                        process_set=global_process_set,
                        prefix="grouped_allgather"):
-    tensors = [_as_tensor(t) for t in tensors]
+    tensors = _tensors(tensors, _lib.ALLGATHER, prefix, name, process_set)
     if not tensors:
         return []
     name = _op_name("HorovodAllgather", tensors[0], name, ignore_name_scope)
@@ -395,7 +431,7 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False,
 def _grouped_broadcast(tensors, root_rank, name=None, ignore_name_scope=False,
                        process_set=global_process_set,
                        prefix="grouped_broadcast"):
-    tensors = [_as_tensor(t) for t in tensors]
+    tensors = _tensors(tensors, _lib.BROADCAST, prefix, name, process_set)
     if not tensors:
         return []
     name = _op_name("HorovodBroadcast", tensors[0], name, ignore_name_scope)
@@ -430,10 +466,13 @@ def broadcast_(variables, root_rank, name=None,
     variables = [variables] if single else list(variables)
     for v in variables:
         if not callable(getattr(v, "assign", None)):
-            raise HorovodInvalidArgumentError(
+            error = HorovodInvalidArgumentError(
                 "broadcast_ works in place on variables (tf.Variable or "
                 "keras.Variable), got %s (rank %d)" % (type(v).__name__,
                                                        rank()))
+            _refuse(_lib.BROADCAST, len(variables), "grouped_broadcast",
+                    name, process_set, error)
+            raise error
     values = _grouped_broadcast([tf.convert_to_tensor(v) for v in variables],
                                 root_rank, name, process_set=process_set)
     out = [v.assign(x) for v, x in zip(variables, values)]
@@ -447,21 +486,17 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     """Sends splits[i] rows of `tensor` to rank i of the set (even splits
     when None). Returns the received rows and the received splits (int32),
     as upstream. Differentiable in `tensor`."""
-    tensor = tf.convert_to_tensor(tensor)
+    try:
+        tensor = _as_tensor(tensor)
+        splits = _splits(splits)
+    except (TypeError, ValueError) as e:
+        _refuse(_lib.ALLTOALL, 1, "alltoall", name, process_set, e)
+        raise
     name = _op_name("HorovodAlltoall", tensor, name, ignore_name_scope)
-    if splits is None:
-        splits = tf.zeros([0], tf.int64)
-    elif isinstance(splits, (tf.Tensor, tf.Variable)):
-        if not tf.as_dtype(splits.dtype).is_integer:
-            raise HorovodInvalidArgumentError(
-                "alltoall splits must be integers, got %s (rank %d)"
-                % (tf.as_dtype(splits.dtype).name, rank()))
-        splits = tf.cast(tf.reshape(splits, [-1]), tf.int64)
-    else:
-        splits = tf.constant(_split_counts(splits), dtype=tf.int64)
+    units = (Unit(_lib.ALLTOALL, 1, "alltoall", name),)
 
     def exchange(x):
-        ps, eager = _prepare([x], process_set)
+        ps, eager = _prepare([x], process_set, units)
         return _set_shapes(
             list(_lib.alltoall(x, splits, "alltoall", name, ps, eager)),
             [_rows_unknown(x), [None]])
@@ -489,7 +524,8 @@ def _grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
                            postscale_factor=1.0, ignore_name_scope=False,
                            process_set=global_process_set,
                            prefix="grouped_reducescatter"):
-    tensors = [_as_tensor(t) for t in tensors]
+    tensors = _tensors(tensors, _lib.REDUCESCATTER, prefix, name,
+                       process_set)
     if not tensors:
         return []
     name = _op_name("HorovodReducescatter", tensors[0], name,
@@ -525,7 +561,9 @@ def reducescatter(tensor, device_dense="", compression=None, op=Average,
     dimension 0 (the first dim0 % size ranks get one extra row).
     Differentiable."""
     compression = compression or Compression.none
-    compressed, ctx = compression.compress(_as_tensor(tensor))
+    compressed, ctx = compression.compress(
+        _tensors([tensor], _lib.REDUCESCATTER, "reducescatter", name,
+                 process_set)[0])
     out = _grouped_reducescatter([compressed], name,
                                  Average if op is None else op,
                                  prescale_factor, postscale_factor,
@@ -540,7 +578,9 @@ def grouped_reducescatter(tensors, device_dense="", compression=None,
                           name=None, ignore_name_scope=False):
     """reducescatter of each tensor, negotiated as one unit."""
     compression = compression or Compression.none
-    pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
+    pairs = [compression.compress(t) for t in _tensors(
+        list(tensors), _lib.REDUCESCATTER, "grouped_reducescatter", name,
+        process_set)]
     outs = _grouped_reducescatter([c for c, _ in pairs], name,
                                   Average if op is None else op,
                                   prescale_factor, postscale_factor,

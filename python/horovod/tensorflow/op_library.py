@@ -24,6 +24,7 @@ Thread-safety: the functions may be called from any thread.
 """
 
 import collections
+import contextlib
 import ctypes
 import os
 
@@ -200,14 +201,40 @@ def _horovod_error(error):
     return HorovodInternalError(_message(error))
 
 
+def refuse(units, process_set_id, error):
+    """For input this rank refuses before its kernel runs (`error` says
+    why), eagerly: each unit is numbered as the kernel would number it, and
+    the operation's peers fail with the reason rather than wait for this
+    rank (Engine::Refuse). Returns once they have."""
+    for u in units:
+        name = _ops.op_name(u.prefix, u.name, 0 if u.name else
+                            _collectives.unnamed_number(process_set_id))
+        _collectives.handles.refuse(u.kind, name, process_set_id, u.count,
+                                    str(error))
+
+
+@contextlib.contextmanager
+def refusing(units, process_set_id, eager):
+    """Eagerly, input refused in the block (TypeError or ValueError) is
+    refused to the units' peers too (refuse). A graph's input is refused
+    while it is traced, when no peer runs the operation yet."""
+    try:
+        yield
+    except (TypeError, ValueError) as e:
+        if eager:
+            refuse(units, process_set_id, e)
+        raise
+
+
 def collective(units, tensors, process_set_id, eager, reduce_op=_ops.Sum,
                prescale=1.0, postscale=1.0, root=0):
     """Runs `units` (a tuple of Unit) over `tensors` (laid out unit after
     unit); returns one output per tensor."""
     # Checked as the other adapters' numbers are: TypeError for a root of
     # 1.5 (int() would take rank 1), InvalidArgument past int's range.
-    reduce_op, prescale, postscale, root = _collectives.handles.numbers(
-        reduce_op, prescale, postscale, root)
+    with refusing(units, process_set_id, eager):
+        reduce_op, prescale, postscale, root = _collectives.handles.numbers(
+            reduce_op, prescale, postscale, root)
     try:
         if eager:
             plan = _eager_plan(units, process_set_id, reduce_op, prescale,

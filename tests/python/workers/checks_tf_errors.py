@@ -105,6 +105,54 @@ def check_bad_input_names_value_and_rank():
     still_working()
 
 
+def check_input_one_rank_refuses_fails_the_peers_eagerly():
+    # Rank 0 refuses its input before TensorFlow's op runs; the others fail
+    # with its reason instead of waiting for it, and the job goes on. Each
+    # case is (call on rank 0, call on the others, what both errors say).
+    x = tf.ones([2 * n])
+    ragged = tf.ragged.constant([[1.0], [2.0, 3.0]])
+    complex64 = tf.ones([2 * n], tf.complex64)
+    cases = (
+        (lambda: hvd.allreduce(complex64), lambda: hvd.allreduce(x),
+         "unsupported tensor dtype complex64"),
+        (lambda: hvd.allreduce(complex64, name="steady"),
+         lambda: hvd.allreduce(x, name="steady"), "complex64"),
+        (lambda: hvd.grouped_allreduce([x, ragged]),
+         lambda: hvd.grouped_allreduce([x, x]), "RaggedTensor"),
+        (lambda: hvd.allgather(ragged), lambda: hvd.allgather(x),
+         "RaggedTensor"),
+        (lambda: hvd.broadcast(x, 1.5), lambda: hvd.broadcast(x, 0),
+         "root rank must be an integer, got 1.5"),
+        (lambda: hvd.allreduce(x, op=1.0), lambda: hvd.allreduce(x),
+         "reduce op must be an integer, got 1.0"),
+        (lambda: hvd.alltoall(x, splits=[0.5] * n), lambda: hvd.alltoall(x),
+         "alltoall splits must be integers"),
+        (lambda: hvd.alltoall(complex64, name="a2a"),
+         lambda: hvd.alltoall(x, name="a2a"), "complex64"),
+        (lambda: hvd.reducescatter(ragged), lambda: hvd.reducescatter(x),
+         "RaggedTensor"),
+        (lambda: hvd.grouped_reducescatter([complex64]),
+         lambda: hvd.grouped_reducescatter([x]), "complex64"),
+        (lambda: hvd.broadcast_([x], 0, name="vars"),
+         lambda: hvd.broadcast_([tf.Variable(x)], 0, name="vars"),
+         "works in place on variables"))
+    for mine, theirs, said in cases:
+        if r == 0:
+            raises(Exception, mine, said, "rank 0")
+        else:
+            raises(hvd.HorovodInternalError, theirs, "was refused by rank 0: ",
+                   said)
+        still_working()
+    # While a tape records, through the differentiable path.
+    with tf.GradientTape():
+        if r == 0:
+            raises(Exception, lambda: hvd.allgather(complex64), "complex64")
+        else:
+            raises(hvd.HorovodInternalError, lambda: hvd.allgather(x),
+                   "was refused by rank 0: ", "complex64")
+    still_working()
+
+
 def check_eager_op_refuses_plans_it_does_not_have():
     # Eager calls name a plan registered with the op library by number; a
     # number it never gave out, or inputs that do not fit the plan, fail
