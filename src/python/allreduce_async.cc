@@ -124,13 +124,18 @@ PyObject* AllreduceAsyncBound(AllreduceAsync& f, PyObject* const* a) {
   if (!Utf8Of(name.ptr(), &name_utf8) || name_utf8.empty()) return fall_back();
   // Described in place where the tensor's type allows, else exported (the
   // capsule lives until the tensor is enqueued; the handle keeps the
-  // tensor).
+  // tensor). What neither reads goes to the fallback, which names what is
+  // wrong and refuses it to the operation's peers too.
   nb::object capsule;
   const nb::dlpack::dltensor* t = nullptr;
   if (f.exchange.Describe(tensor, &f.described)) {
     t = &f.described;
   } else {
-    capsule = f.export_fn(tensor);
+    try {
+      capsule = f.export_fn(tensor);
+    } catch (const nb::python_error&) {
+      return fall_back();
+    }
     t = dlpack::CapsuleTensor(capsule);
   }
   // A strided tensor goes to the fallback, which copies; a malformed one

@@ -55,6 +55,17 @@ def op_name(prefix, name, number):
     return "%s.noname.%d" % (prefix, number)
 
 
+def explained(explain, arrays, error):
+    """The first of ``explain(array, error)`` over `arrays` that is not
+    `error` itself (a clearer error for input a framework could not hand
+    over), else `error`."""
+    for a in arrays:
+        clearer = explain(a, error)
+        if clearer is not error:
+            return clearer
+    return error
+
+
 def unsupported_dtype(dtype_name, rank):
     """The error for a dtype the engine does not carry, checked by adapters
     whose framework would fail less clearly first."""
@@ -141,7 +152,8 @@ class Collectives:
 
     def enqueue(self, op, arrays, prefix, name, finish, reduce_op=Sum,
                 prescale=1.0, postscale=1.0, root=0, splits=(),
-                process_set=global_process_set, export=None, sources=None):
+                process_set=global_process_set, export=None, sources=None,
+                explain=None):
         """Starts one operation over `arrays` (a group when several) and
         returns its handle number; synchronize() then returns
         finish(core_handles). `export`, when given, turns an array into
@@ -150,7 +162,9 @@ class Collectives:
         `sources` (one per array, each of its array's dtype and shape, and
         a `finish`) is out of place: the engine reads each source and
         writes the result into its array; the sources stay alive until
-        synchronize."""
+        synchronize. An array `export` fails on is refused to the
+        operation's peers too, with ``explain(array, error)``'s error when
+        given (a clearer one than the framework's, or `error`)."""
         engine = self._basics.engine
         ps = self.process_set_id(process_set)
         arrays = list(arrays)
@@ -164,8 +178,13 @@ class Collectives:
                 views, bits = [export(a) for a in arrays], []
                 froms = [export(a) for a in sources]
         except Exception as e:
-            self.handles.refuse(op.value, full_name, ps, len(arrays), str(e))
-            raise
+            error = explained(explain, arrays + sources, e) if explain \
+                else e
+            self.handles.refuse(op.value, full_name, ps, len(arrays),
+                                str(error))
+            if error is e:
+                raise
+            raise error from None
         keep = (arrays, sources) if sources else arrays
         core = engine_call(engine.enqueue, op.value, views, full_name,
                            reduce_op, prescale, postscale, root,

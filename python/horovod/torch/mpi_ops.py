@@ -3,8 +3,6 @@ signatures, defaults, gradients and error types. A thin adapter over
 horovod.common: tensors cross into the engine as DLPack without a copy, the
 engine validates them, and results come back the same way."""
 
-import numbers
-
 import torch
 
 from horovod.common import ops as _ops
@@ -17,6 +15,14 @@ from horovod.common.process_sets import global_process_set
 from horovod.common.topology import *  # noqa: F401,F403
 from horovod.common.topology import rank
 from horovod.torch.compression import Compression
+from horovod.torch.tensor_input import (  # what the engine reads
+    broadcast_output as _broadcast_output, engine_input as _input,
+    engine_inputs as _inputs, in_place as _in_place,
+    inplace_targets as _inplace_targets,
+    out_of_place as _out_of_place, read as _read,
+    sources_and_outputs as _sources_and_outputs, split_counts as _split_counts,
+    to_dlpack as _to_dlpack, unreadable as _unreadable)
+
 
 _collectives = _ops.process_collectives()
 _handles = _collectives.handles  # for the per-call paths
@@ -24,14 +30,11 @@ _OP = _ops.OpType
 _ALLREDUCE = _OP.allreduce.value
 
 
-_to_dlpack = torch.utils.dlpack.to_dlpack
-
-
 def _enqueue(*args, **kwargs):
     """Collectives.enqueue with torch's own DLPack export, which skips the
     checks of ``Tensor.__dlpack__`` (microseconds a call)."""
-    return _collectives.enqueue(*args, export=_to_dlpack, **kwargs)
-
+    return _collectives.enqueue(*args, export=_to_dlpack,
+                                explain=_unreadable, **kwargs)
 
 
 # The handle table's own methods: no Python frame per call.
@@ -49,11 +52,6 @@ def _engine_tensors(core_handles):
 
 def _first_engine_tensor(core_handles):
     return _engine_tensor(core_handles[0])
-
-
-def _input(tensor):
-    """What the engine reads: contiguous memory, detached from autograd."""
-    return tensor.detach().contiguous()
 
 
 def _apply(function, *args):
@@ -75,20 +73,6 @@ class _Unrecorded:
         pass
 
 
-def _inplace_targets(tensors):
-    """Contiguous tensors for the engine to write into, and the finish that
-    copies results back into non-contiguous originals."""
-    works = [t.detach() if t.is_contiguous() else t.detach().contiguous()
-             for t in tensors]
-
-    def finish(_):
-        for t, w in zip(tensors, works):
-            if t.data_ptr() != w.data_ptr():
-                t.detach().copy_(w)
-        return tensors
-    return works, finish
-
-
 # -- allreduce ---------------------------------------------------------------
 
 def _allreduce_async_(tensor, average=None, name=None, op=None,
@@ -98,12 +82,14 @@ def _allreduce_async_(tensor, average=None, name=None, op=None,
     # export takes tensors that require grad as they are (the engine writes
     # the memory, as through a detached view), and synchronize returns the
     # tensor itself.
-    if tensor.is_contiguous():  # written where it lies
+    capsule, works, finish = _read(lambda: _in_place(tensor), [tensor],
+                                   _OP.allreduce, "allreduce", name,
+                                   process_set)
+    if capsule is not None:  # contiguous: written where it lies
         return _collectives.enqueue_one(
-            _ALLREDUCE, _to_dlpack(tensor), tensor, "allreduce", name, None,
+            _ALLREDUCE, capsule, tensor, "allreduce", name, None,
             resolve_op(average, op), prescale_factor, postscale_factor,
             process_set=process_set)
-    works, finish = _inplace_targets([tensor])
     return _enqueue(
         _OP.allreduce, works, "allreduce", name, lambda c: finish(c)[0],
         resolve_op(average, op), prescale_factor, postscale_factor,
@@ -119,25 +105,28 @@ allreduce_async_ = _collectives.allreduce_async_function(_to_dlpack,
 def allreduce_async(tensor, average=None, name=None, op=None,
                     prescale_factor=1.0, postscale_factor=1.0,
                     process_set=global_process_set):
-    if not tensor.is_contiguous():  # the copy a strided input needs anyway
-        output = tensor.detach().contiguous()
-        return allreduce_async_(output, average, name, op, prescale_factor,
-                                postscale_factor, process_set)
     # Out of place in the engine, which reads the input where it lies: a
     # copy into the result first would cost a pass over the data and, with
     # torch's default threads, a parallel copy whose workers keep spinning
     # on the cores the exchange needs. torch's DLPack export takes a tensor
     # that requires grad as it is, and empty_like's result requires none.
-    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    # A strided input is copied (the copy it needs anyway) and reduced in
+    # place.
+    output, target, source = _read(
+        lambda: _out_of_place(tensor), [tensor], _OP.allreduce, "allreduce",
+        name, process_set)
+    if source is None:
+        return allreduce_async_(output, average, name, op, prescale_factor,
+                                postscale_factor, process_set)
     if process_set is global_process_set and type(name) is str and name:
         return _handles.enqueue_one(
-            _ALLREDUCE, _to_dlpack(output), output, None, "allreduce", name,
+            _ALLREDUCE, target, output, None, "allreduce", name,
             resolve_op(average, op), prescale_factor, postscale_factor, 0, 0,
-            _to_dlpack(tensor))
+            source)
     return _collectives.enqueue_one(
-        _ALLREDUCE, _to_dlpack(output), output, "allreduce", name, None,
+        _ALLREDUCE, target, output, "allreduce", name, None,
         resolve_op(average, op), prescale_factor, postscale_factor,
-        process_set=process_set, source=_to_dlpack(tensor))
+        process_set=process_set, source=source)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -178,7 +167,10 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
                              prescale_factor=1.0, postscale_factor=1.0,
                              process_set=global_process_set):
-    works, finish = _inplace_targets(list(tensors))
+    tensors = list(tensors)
+    works, finish = _read(lambda: _inplace_targets(tensors), tensors,
+                          _OP.allreduce, "grouped_allreduce", name,
+                          process_set)
     return _enqueue(
         _OP.allreduce, works, "grouped_allreduce", name, finish,
         resolve_op(average, op), prescale_factor, postscale_factor,
@@ -190,10 +182,10 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
                             process_set=global_process_set):
     # Out of place in the engine, as allreduce_async; strided inputs are
     # copied, as the engine reads compact ones only.
-    sources = [t.detach() if t.is_contiguous() else t.detach().contiguous()
-               for t in tensors]
-    outs = [torch.empty_like(t, memory_format=torch.contiguous_format)
-            for t in sources]
+    tensors = list(tensors)
+    sources, outs = _read(lambda: _sources_and_outputs(tensors), tensors,
+                          _OP.allreduce, "grouped_allreduce", name,
+                          process_set)
     return _enqueue(
         _OP.allreduce, outs, "grouped_allreduce", name, lambda _: outs,
         resolve_op(average, op), prescale_factor, postscale_factor,
@@ -261,8 +253,9 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 # -- allgather ---------------------------------------------------------------
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    return _enqueue(_OP.allgather, [_input(tensor)], "allgather",
-                    name, _first_engine_tensor,
+    return _enqueue(_OP.allgather, _inputs([tensor], _OP.allgather,
+                                           "allgather", name, process_set),
+                    "allgather", name, _first_engine_tensor,
                     process_set=process_set)
 
 
@@ -270,8 +263,9 @@ class HorovodAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
         ctx.process_set = process_set
+        handle = allgather_async(tensor, name, process_set)
         ctx.dim0 = tensor.shape[0] if tensor.dim() else 0
-        return synchronize(allgather_async(tensor, name, process_set))
+        return synchronize(handle)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -296,18 +290,19 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    return _enqueue(_OP.allgather, [_input(t) for t in tensors],
-                    "grouped_allgather", name, _engine_tensors,
-                    process_set=process_set)
+    inputs = _inputs(list(tensors), _OP.allgather, "grouped_allgather", name,
+                     process_set)
+    return _enqueue(_OP.allgather, inputs, "grouped_allgather", name,
+                    _engine_tensors, process_set=process_set)
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, process_set, *tensors):
         ctx.process_set = process_set
+        handle = grouped_allgather_async(tensors, name, process_set)
         ctx.dim0s = [t.shape[0] if t.dim() else 0 for t in tensors]
-        return tuple(synchronize(grouped_allgather_async(tensors, name,
-                                                         process_set)))
+        return tuple(synchronize(handle))
 
     @staticmethod
     def backward(ctx, *grads):
@@ -330,7 +325,8 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 def broadcast_async_(tensor, root_rank, name=None,
                      process_set=global_process_set):
-    works, finish = _inplace_targets([tensor])
+    works, finish = _read(lambda: _inplace_targets([tensor]), [tensor],
+                          _OP.broadcast, "broadcast", name, process_set)
     return _enqueue(_OP.broadcast, works, "broadcast", name,
                     lambda c: finish(c)[0], root=root_rank,
                     process_set=process_set)
@@ -340,11 +336,8 @@ def broadcast_async(tensor, root_rank, name=None,
                     process_set=global_process_set):
     # The broadcast writes every rank's output whole, so only the root's
     # starts as a copy of the input: elsewhere a copy would be overwritten.
-    source = tensor.detach()
-    if rank() == root_rank:
-        output = source.clone(memory_format=torch.contiguous_format)
-    else:
-        output = torch.empty_like(source, memory_format=torch.contiguous_format)
+    output = _read(lambda: _broadcast_output(tensor, root_rank), [tensor],
+                   _OP.broadcast, "broadcast", name, process_set)
     return broadcast_async_(output, root_rank, name, process_set)
 
 
@@ -376,32 +369,17 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
 
 # -- alltoall ----------------------------------------------------------------
 
-def _split_counts(splits):
-    if splits is None:
-        return []
-    if isinstance(splits, torch.Tensor):
-        if splits.dtype.is_floating_point or splits.dtype.is_complex or \
-                splits.dtype == torch.bool:
-            raise ValueError("alltoall splits must be a tensor of integers, "
-                             "got %s (rank %d)" % (splits.dtype, rank()))
-        return splits.tolist()
-    counts = list(splits)
-    for s in counts:
-        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
-            raise ValueError("alltoall splits must be integers, got %r "
-                             "(rank %d)" % (s, rank()))
-    return counts
-
-
 def alltoall_async(tensor, splits=None, name=None,
                    process_set=global_process_set):
     def finish(chs):
         received = torch.tensor(list(chs[0].received_splits),
                                 dtype=torch.int32)
         return _engine_tensor(chs[0]), received
-    return _enqueue(_OP.alltoall, [_input(tensor)], "alltoall",
-                    name, finish, splits=_split_counts(splits),
-                    process_set=process_set)
+    inputs, counts = _read(lambda: ([_input(tensor)], _split_counts(splits)),
+                           [tensor], _OP.alltoall, "alltoall", name,
+                           process_set)
+    return _enqueue(_OP.alltoall, inputs, "alltoall", name, finish,
+                    splits=counts, process_set=process_set)
 
 
 class HorovodAlltoall(torch.autograd.Function):
@@ -435,8 +413,10 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 def reducescatter_async(tensor, name=None, op=Average,
                         process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
+    inputs = _inputs([tensor], _OP.reducescatter, "reducescatter", name,
+                     process_set)
     return _enqueue(
-        _OP.reducescatter, [_input(tensor)], "reducescatter", name,
+        _OP.reducescatter, inputs, "reducescatter", name,
         _first_engine_tensor, Average if op is None else op, prescale_factor,
         postscale_factor, process_set=process_set)
 
@@ -482,9 +462,11 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
 def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
+    inputs = _inputs(list(tensors), _OP.reducescatter,
+                     "grouped_reducescatter", name, process_set)
     return _enqueue(
-        _OP.reducescatter, [_input(t) for t in tensors],
-        "grouped_reducescatter", name, _engine_tensors,
+        _OP.reducescatter, inputs, "grouped_reducescatter", name,
+        _engine_tensors,
         Average if op is None else op, prescale_factor, postscale_factor,
         process_set=process_set)
 

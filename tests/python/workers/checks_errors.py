@@ -2,6 +2,8 @@
 and the job keeps working; bad local input is refused at once; names are
 formed as upstream forms them (run by checks.py; needs np >= 2)."""
 
+import warnings
+
 import torch
 
 import horovod
@@ -329,6 +331,45 @@ def check_input_one_rank_refuses_fails_the_peers_and_the_job_goes_on():
         ("was refused by rank 0: root rank must be an integer, got 1.5",
          lambda bad: hvd.broadcast_(x.clone(), 1.5 if bad else 0,
                                     name="inplace")),
+    ]
+    # Input torch cannot hand to the engine, on every path: the C
+    # per-gradient call, in and out of place, groups, each collective.
+    meta = torch.ones(3, device="meta")
+    sparse = torch.ones(3).to_sparse()
+    with warnings.catch_warnings():  # quantized tensors are deprecated
+        warnings.simplefilter("ignore")
+        quantized = torch.quantize_per_tensor(torch.ones(3), 0.1, 0,
+                                              torch.quint8)
+    cases += [
+        ("was refused by rank 0: a tensor on the meta device has no data",
+         lambda bad: hvd.synchronize(hvd.allreduce_async_(
+             meta if bad else x.clone(), name="fast", op=hvd.Sum))),
+        ("was refused by rank 0: a tensor on the meta device has no data",
+         lambda bad: hvd.allreduce(meta if bad else x)),
+        ("was refused by rank 0: horovod.torch collectives take dense "
+         "tensors, got a sparse_coo tensor (rank 0); a sparse gradient",
+         lambda bad: hvd.allreduce_(sparse if bad else x.clone())),
+        ("was refused by rank 0: horovod.torch collectives take torch "
+         "tensors, got list (rank 0)",
+         lambda bad: hvd.grouped_allreduce_([x.clone(), [1.0] if bad
+                                             else x.clone()])),
+        ("was refused by rank 0: unsupported tensor dtype quint8 (rank 0)",
+         lambda bad: hvd.grouped_allreduce([quantized if bad else x])),
+        ("was refused by rank 0: horovod.torch collectives take dense "
+         "tensors, got a nested tensor",
+         lambda bad: hvd.allgather(torch.nested.nested_tensor(
+             [x, x], layout=torch.jagged) if bad else x)),
+        ("was refused by rank 0: a tensor on the meta device",
+         lambda bad: hvd.grouped_allgather([x, meta if bad else x])),
+        ("was refused by rank 0: horovod.torch collectives take torch "
+         "tensors, got tuple",
+         lambda bad: hvd.broadcast((1, 2) if bad else x, 0)),
+        ("was refused by rank 0: alltoall splits must be integers",
+         lambda bad: hvd.alltoall(torch.ones(n), [0.5] * n if bad else None)),
+        ("was refused by rank 0: a tensor on the meta device",
+         lambda bad: hvd.reducescatter(meta if bad else x, op=hvd.Sum)),
+        ("was refused by rank 0: a tensor on the meta device",
+         lambda bad: hvd.grouped_reducescatter([meta if bad else x])),
     ]
     for said, call in cases:
         if r == 0:
