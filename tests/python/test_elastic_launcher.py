@@ -126,14 +126,17 @@ def test_too_few_slots_fail_at_once():
 
 
 @pytest.mark.timeout(120)
-def test_ctrl_c_stops_every_worker():
+@pytest.mark.parametrize("sig,said", [
+    ("SIGINT", "interrupted"), ("SIGTERM", "stopped by SIGTERM")])
+def test_ctrl_c_stops_every_worker(sig, said):
+    sig = getattr(signal, sig)
     job = elastic("-np", 2, "--min-np", 1, "-H", "localhost:2", epochs=50,
                   sleep=0.1)
     job.wait_record("STEP", lambda r: r["size"] == 2)
     pids = {r["pid"] for r in job.records("START")}
-    job.proc.send_signal(signal.SIGINT)
-    assert job.finish(60) == 130
-    assert "horovodrun: interrupted; every worker stopped" in job.stderr()
+    job.proc.send_signal(sig)
+    assert job.finish(60) == 128 + sig
+    assert "horovodrun: %s; every worker stopped" % said in job.stderr()
     for pid in pids:
         assert not process_alive(pid), pid
 

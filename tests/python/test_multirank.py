@@ -177,8 +177,11 @@ def test_torchrun_launch():
     assert out.stdout.count("basic OK") == 2, out.stdout
 
 
-def test_horovodrun_forwards_sigterm_to_every_rank(tmp_path):
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_horovodrun_forwards_sigterm_to_every_rank(tmp_path, sig):
+    # SIGHUP (the terminal went away) stops the job as SIGTERM does.
     import signal
+    sig = getattr(signal, sig)
     proc = subprocess.Popen([sys.executable, "-m", "horovod.runner", "-np", "2",
                              sys.executable, worker("sleeper.py"), str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -187,13 +190,15 @@ def test_horovodrun_forwards_sigterm_to_every_rank(tmp_path):
         time.sleep(0.1)
     pids = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
     assert len(pids) == 2
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     try:
-        proc.wait(timeout=20)
+        _, err = proc.communicate(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
-        pytest.fail("horovodrun did not exit after SIGTERM")
-    assert proc.returncode != 0
+        pytest.fail("horovodrun did not exit after %s" % sig.name)
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    assert b"horovodrun: stopped by %s; every rank stopped" % \
+        sig.name.encode() in err, err
     for pid in pids:
         assert not os.path.exists("/proc/%d" % pid) or \
             open("/proc/%d/stat" % pid).read().split()[2] == "Z", pid

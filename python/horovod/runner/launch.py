@@ -397,26 +397,55 @@ def _run_elastic(args, before_start=None):
         np, min_np, max_np, elastic_timeout, args.reset_limit, secret,
         driver_addrs, bind, start_worker, probe, log, addrs,
         verbose=args.verbose)
-    interrupts = []
-
-    def on_signal(signum, _frame):
-        # Ctrl-C or SIGTERM reaches every worker as itself; the driver then
-        # stops them all, escalating to SIGKILL.
-        interrupts.append(time.monotonic())
-        if len(interrupts) == 1:
-            driver.signal_all(signum)
-
-    try:
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
-    except ValueError:
-        pass
-    code = driver.run(interrupts)
+    signals = _Signals(driver.signal_all)
+    code = driver.run(signals.times)
     for t in list(pumps):
         t.join(timeout=2)
-    if interrupts:
-        log("interrupted; every worker stopped")
-    return code
+    return signals.exit_code("worker") if signals.times else code
+
+
+class _Signals:
+    """Ctrl-C, SIGTERM and SIGHUP (the terminal went away) while a job
+    runs. The first reaches every rank through `forward(sig)`: Ctrl-C as
+    SIGINT, the others as SIGTERM. `times` records when each came: the wait
+    loops stop the ranks once they outlive a grace period, or at once on a
+    second signal. SIGHUP is left alone when the launcher was started
+    ignoring it (nohup), and nothing is set from a thread other than the
+    main one (horovod.run there), where Python cannot set handlers."""
+
+    def __init__(self, forward, job=None):
+        self.times = []  # monotonic times
+        self._first = None
+        self._forward = forward
+        self._job = job
+        wanted = [signal.SIGINT, signal.SIGTERM]
+        if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+            wanted.append(signal.SIGHUP)
+        try:
+            for sig in wanted:
+                signal.signal(sig, self._on_signal)
+        except ValueError:
+            pass
+
+    def _on_signal(self, signum, _frame):
+        self.times.append(time.monotonic())
+        if self._job is not None:
+            self._job.stopping = True
+        if self._first is None:
+            self._first = signum
+            self._forward(signal.SIGINT if signum == signal.SIGINT
+                          else signal.SIGTERM)
+
+    def exit_code(self, what):
+        """Once a signal stopped the job: says so, and returns the shell's
+        code for a process that signal ended."""
+        if self._first == signal.SIGINT:
+            sys.stderr.write("horovodrun: interrupted; every %s stopped\n"
+                             % what)
+        else:
+            sys.stderr.write("horovodrun: stopped by %s; every %s stopped\n"
+                             % (signal.Signals(self._first).name, what))
+        return 128 + self._first
 
 
 def main(argv=None, before_start=None):
@@ -502,25 +531,8 @@ def run_command_line(argv, before_start=None):
                     args.prefix_output_with_timestamp)
     job = _Job(args.command, env, hosts, args.np, args.verbose, network, ssh,
                output)
-    interrupts = []  # monotonic times of Ctrl-C presses
-
-    def on_sigint(_signum, _frame):
-        # The first Ctrl-C reaches every rank as SIGINT; the wait loop
-        # escalates if they outlive the grace period, a second one at once.
-        interrupts.append(time.monotonic())
-        job.stopping = True
-        if len(interrupts) == 1:
-            job.signal_all(signal.SIGINT)
-
-    def on_sigterm(signum, _frame):
-        job.stopping = True
-        job.signal_all(signum)
-
-    try:
-        signal.signal(signal.SIGINT, on_sigint)
-        signal.signal(signal.SIGTERM, on_sigterm)
-    except ValueError:
-        pass  # horovod.run from a thread other than the main one
+    signals = _Signals(job.signal_all, job)
+    interrupts = signals.times
     try:
         job.start()
     except OSError as e:
@@ -539,8 +551,7 @@ def run_command_line(argv, before_start=None):
     for t in job.pumps:
         t.join(timeout=2)
     if interrupts:
-        sys.stderr.write("horovodrun: interrupted; every rank stopped\n")
-        return 130
+        return signals.exit_code("rank")
     if failed is not None:
         sys.stderr.write("horovodrun: job failed: rank %d exited with code %d\n"
                          % (failed, code))
