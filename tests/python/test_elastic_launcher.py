@@ -19,9 +19,9 @@ RUNNER = [sys.executable, "-m", "horovod.runner"]
 TRAIN = [sys.executable, worker("elastic_train.py")]
 
 
-def elastic(*flags, epochs=3, sleep=0.05):
+def elastic(*flags, epochs=3, sleep=0.05, extra=()):
     return ElasticJob(RUNNER + [str(f) for f in flags] + TRAIN +
-                      [str(epochs), "--sleep", str(sleep)])
+                      [str(epochs), "--sleep", str(sleep)] + list(extra))
 
 
 def kill_rank(job, rank, epoch=1):
@@ -71,9 +71,11 @@ def test_a_blacklisted_host_is_readmitted_after_its_cooldown():
 @pytest.mark.timeout(120)
 def test_a_discovered_host_joins_at_the_next_commit_and_gets_the_state(
         tmp_path):
+    # Each step also averages a metric unnamed: the worker that joins
+    # numbers it as the first one does.
     script, write = discovery(tmp_path, ["localhost:1"])
     job = elastic("-np", 1, "--max-np", 2, "--host-discovery-script", script,
-                  epochs=4, sleep=0.1)
+                  epochs=4, sleep=0.1, extra=["--metric"])
     job.wait_record("STEP", lambda r: r["epoch"] == 1)
     at = time.time()
     write(["localhost:2"])

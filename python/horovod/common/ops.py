@@ -120,10 +120,17 @@ class Collectives:
         # Its enqueue_one raises these two types itself.
         self.handles = _core.HandleTable(HorovodInvalidArgumentError,
                                          HorovodInternalError)
-        # Its enqueue_one submits to the engine of the moment.
-        basics.add_engine_listener(self.handles.bind)
         self._lock = threading.Lock()
         self._unnamed = {}
+        basics.add_engine_listener(self._on_engine)
+
+    def _on_engine(self, engine):
+        # Each engine numbers unnamed operations from 0 on every rank, as
+        # the kernels do (EngineBinding::NextNumber): a worker that joins an
+        # elastic job at a reset starts where the others start again.
+        with self._lock:
+            self._unnamed.clear()
+        self.handles.bind(engine)  # its enqueue_one submits to this engine
 
     def unnamed_number(self, ps):
         """Unnamed operations are numbered per process set, so the members

@@ -8,7 +8,11 @@ in the final weights.
 Prints timestamped lines the tests parse: START (before the framework is
 imported), READY (after), STEP, RESET, FINAL (rank 0).
 
-    elastic_train.py EPOCHS [--sleep S] [--commit-every K]
+    elastic_train.py EPOCHS [--sleep S] [--commit-every K] [--metric]
+
+--metric averages a metric each step with an unnamed allreduce, as a
+training script would: workers that joined late number such operations
+as the workers from the start do.
 """
 
 import argparse
@@ -32,6 +36,7 @@ def main():
     p.add_argument("epochs", type=int)
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--commit-every", type=int, default=1)
+    p.add_argument("--metric", action="store_true")
     args = p.parse_args()
     torch.set_num_threads(1)
     x_all = torch.tensor([[(i * 7 + j * 3) % 11 for j in range(D)]
@@ -69,6 +74,9 @@ def main():
                 loss = -(model(x_all[batch] * weight[:, None])).sum()
                 loss.backward()
                 opt.step()
+                if args.metric:
+                    mean = hvd.allreduce(torch.tensor([float(state.steps)]))
+                    assert mean.item() == state.steps, (mean, state.steps)
                 state.sampler.record_batch(i, B)
                 state.batch = done_before + i + 1
                 state.steps += 1
