@@ -17,9 +17,8 @@ from horovod.common.topology import rank
 from horovod.torch.compression import Compression
 from horovod.torch.tensor_input import (  # what the engine reads
     broadcast_output as _broadcast_output, engine_input as _input,
-    engine_inputs as _inputs, in_place as _in_place,
-    inplace_targets as _inplace_targets,
-    out_of_place as _out_of_place, read as _read,
+    engine_inputs as _inputs, inplace_targets as _inplace_targets,
+    read as _read, refused as _refused,
     sources_and_outputs as _sources_and_outputs, split_counts as _split_counts,
     to_dlpack as _to_dlpack, unreadable as _unreadable)
 
@@ -82,10 +81,16 @@ def _allreduce_async_(tensor, average=None, name=None, op=None,
     # export takes tensors that require grad as they are (the engine writes
     # the memory, as through a detached view), and synchronize returns the
     # tensor itself.
-    capsule, works, finish = _read(lambda: _in_place(tensor), [tensor],
-                                   _OP.allreduce, "allreduce", name,
-                                   process_set)
-    if capsule is not None:  # contiguous: written where it lies
+    try:
+        if tensor.is_contiguous():  # written where it lies
+            capsule = _to_dlpack(tensor)
+        else:
+            capsule = None
+            works, finish = _inplace_targets([tensor])
+    except Exception as e:
+        raise _refused(e, [tensor], _OP.allreduce, "allreduce", name,
+                       process_set) from None
+    if capsule is not None:
         return _collectives.enqueue_one(
             _ALLREDUCE, capsule, tensor, "allreduce", name, None,
             resolve_op(average, op), prescale_factor, postscale_factor,
@@ -110,11 +115,16 @@ def allreduce_async(tensor, average=None, name=None, op=None,
     # torch's default threads, a parallel copy whose workers keep spinning
     # on the cores the exchange needs. torch's DLPack export takes a tensor
     # that requires grad as it is, and empty_like's result requires none.
-    # A strided input is copied (the copy it needs anyway) and reduced in
-    # place.
-    output, target, source = _read(
-        lambda: _out_of_place(tensor), [tensor], _OP.allreduce, "allreduce",
-        name, process_set)
+    try:
+        if tensor.is_contiguous():
+            output = torch.empty_like(tensor,
+                                      memory_format=torch.contiguous_format)
+            target, source = _to_dlpack(output), _to_dlpack(tensor)
+        else:  # the copy a strided input needs anyway, reduced in place
+            output, source = tensor.detach().contiguous(), None
+    except Exception as e:  # inline: this path runs once per call
+        raise _refused(e, [tensor], _OP.allreduce, "allreduce", name,
+                       process_set) from None
     if source is None:
         return allreduce_async_(output, average, name, op, prescale_factor,
                                 postscale_factor, process_set)

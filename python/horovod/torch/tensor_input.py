@@ -49,17 +49,21 @@ def unreadable(tensor, error):
 
 def read(prepare, tensors, op, prefix, name, process_set):
     """prepare(): what the engine reads of `tensors` (a list), made before
-    their operation is enqueued. A failure is refused to the operation's
-    peers too (Collectives.refuse), as a clear error where torch could not
-    hand a tensor over."""
+    their operation is enqueued; a failure raises refused's error."""
     try:
         return prepare()
     except Exception as e:
-        error = _ops.explained(unreadable, tensors, e)
-        _collectives.refuse(op, tensors, prefix, name, process_set, error)
-        if error is e:
-            raise
-        raise error from None
+        raise refused(e, tensors, op, prefix, name, process_set) from None
+
+
+def refused(error, tensors, op, prefix, name, process_set):
+    """For `error`, raised while the engine's view of `tensors` (a list) was
+    made, before their operation was enqueued: the operation is refused to
+    its peers (Collectives.refuse), and the error to raise is returned, a
+    clear one where torch could not hand a tensor over (unreadable)."""
+    error = _ops.explained(unreadable, tensors, error)
+    _collectives.refuse(op, tensors, prefix, name, process_set, error)
+    return error
 
 
 def engine_input(tensor):
@@ -79,24 +83,6 @@ def inplace_targets(tensors):
                 t.detach().copy_(w)
         return tensors
     return works, finish
-
-
-def in_place(tensor):
-    """allreduce_async_'s input: (its DLPack export, None, None) where it
-    is contiguous and written where it lies, else (None, inplace_targets
-    of it)."""
-    if tensor.is_contiguous():
-        return to_dlpack(tensor), None, None
-    return (None,) + inplace_targets([tensor])
-
-
-def out_of_place(tensor):
-    """allreduce_async's output and, exported, its output and input; a
-    strided input's contiguous copy alone."""
-    if not tensor.is_contiguous():
-        return tensor.detach().contiguous(), None, None
-    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    return output, to_dlpack(output), to_dlpack(tensor)
 
 
 def sources_and_outputs(tensors):
