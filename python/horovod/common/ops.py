@@ -210,8 +210,14 @@ class Collectives:
             ps = self.process_set_id(process_set)
         except ValueError:
             return  # a set it cannot run on: no peer waits either
-        full_name = op_name(prefix, name, 0 if name else self.unnamed_number(ps))
-        self.handles.refuse(op.value, full_name, ps, len(arrays), str(error))
+        self.refuse_in_set(op.value, len(arrays), prefix, name, ps, error)
+
+    def refuse_in_set(self, op, count, prefix, name, process_set_id, error):
+        """refuse, for an operation of `count` arrays on the set numbered
+        `process_set_id`, `op` an OpType's value."""
+        full_name = op_name(prefix, name, 0 if name else
+                            self.unnamed_number(process_set_id))
+        self.handles.refuse(op, full_name, process_set_id, count, str(error))
 
     def enqueue_one(self, op, capsule, keep, prefix, name, finish,
                     reduce_op=Sum, prescale=1.0, postscale=1.0, root=0,

@@ -207,10 +207,8 @@ def refuse(units, process_set_id, error):
     the operation's peers fail with the reason rather than wait for this
     rank (Engine::Refuse). Returns once they have."""
     for u in units:
-        name = _ops.op_name(u.prefix, u.name, 0 if u.name else
-                            _collectives.unnamed_number(process_set_id))
-        _collectives.handles.refuse(u.kind, name, process_set_id, u.count,
-                                    str(error))
+        _collectives.refuse_in_set(u.kind, u.count, u.prefix, u.name,
+                                   process_set_id, error)
 
 
 @contextlib.contextmanager
