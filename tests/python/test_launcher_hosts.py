@@ -162,8 +162,13 @@ def f(base, scale=1):
     total = hvd.allreduce(torch.tensor([float(hvd.rank())]), op=hvd.Sum)
     return (hvd.rank(), base + scale * total.item())
 
+import signal
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+before = [signal.getsignal(s) for s in SIGNALS]
 print(horovod.run(f, args=(100,), kwargs={"scale": 2}, np=3))
 assert horovod.run is not run and run(f, args=(0,), np=1) == [(0, 0.0)]
+# The caller's handlers are back: Ctrl-C raises KeyboardInterrupt again.
+assert [signal.getsignal(s) for s in SIGNALS] == before
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, timeout=180)
@@ -214,7 +219,10 @@ def f():
 
     return train(state)
 
+import signal
+before = signal.getsignal(signal.SIGINT)
 print(horovod.run(f, np=3, min_np=2, hosts="localhost:3"))
+assert signal.getsignal(signal.SIGINT) is before
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, timeout=180)

@@ -397,11 +397,11 @@ def _run_elastic(args, before_start=None):
         np, min_np, max_np, elastic_timeout, args.reset_limit, secret,
         driver_addrs, bind, start_worker, probe, log, addrs,
         verbose=args.verbose)
-    signals = _Signals(driver.signal_all)
-    code = driver.run(signals.times)
-    for t in list(pumps):
-        t.join(timeout=2)
-    return signals.exit_code("worker") if signals.times else code
+    with _Signals(driver.signal_all) as signals:
+        code = driver.run(signals.times)
+        for t in list(pumps):
+            t.join(timeout=2)
+        return signals.exit_code("worker") if signals.times else code
 
 
 class _Signals:
@@ -410,22 +410,35 @@ class _Signals:
     SIGINT, the others as SIGTERM. `times` records when each came: the wait
     loops stop the ranks once they outlive a grace period, or at once on a
     second signal. SIGHUP is left alone when the launcher was started
-    ignoring it (nohup), and nothing is set from a thread other than the
-    main one (horovod.run there), where Python cannot set handlers."""
+    ignoring it (nohup). A context manager: the handlers it replaced come
+    back at its end (horovod.run's caller gets its Ctrl-C back). Nothing is
+    set from a thread other than the main one (horovod.run there), where
+    Python cannot set handlers."""
 
     def __init__(self, forward, job=None):
         self.times = []  # monotonic times
         self._first = None
         self._forward = forward
         self._job = job
+        self._replaced = {}
+
+    def __enter__(self):
         wanted = [signal.SIGINT, signal.SIGTERM]
         if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
             wanted.append(signal.SIGHUP)
         try:
             for sig in wanted:
-                signal.signal(sig, self._on_signal)
+                replaced = signal.signal(sig, self._on_signal)
+                # None: a handler not set from Python, the default here.
+                self._replaced[sig] = \
+                    signal.SIG_DFL if replaced is None else replaced
         except ValueError:
             pass
+        return self
+
+    def __exit__(self, *_):
+        for sig, handler in self._replaced.items():
+            signal.signal(sig, handler)
 
     def _on_signal(self, signum, _frame):
         self.times.append(time.monotonic())
@@ -531,13 +544,18 @@ def run_command_line(argv, before_start=None):
                     args.prefix_output_with_timestamp)
     job = _Job(args.command, env, hosts, args.np, args.verbose, network, ssh,
                output)
-    signals = _Signals(job.signal_all, job)
+    with _Signals(job.signal_all, job) as signals:
+        return _run_job(job, args.command, signals)
+
+
+def _run_job(job, command, signals):
+    """Starts `job` and waits for it; returns horovodrun's exit code."""
     interrupts = signals.times
     try:
         job.start()
     except OSError as e:
         sys.stderr.write("horovodrun: cannot start %s: %s\n"
-                         % (args.command[0], e.strerror))
+                         % (command[0], e.strerror))
         # The shell's codes: 127 not found, 126 found but not runnable.
         return 127 if isinstance(e, FileNotFoundError) else 126
     code, failed = job.wait(interrupts)

@@ -60,9 +60,14 @@ def run(argv, env, verbose=False):
         except ProcessLookupError:
             pass
 
-    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        old = {s: signal.signal(s, forward)
+               for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # horovod.run from a thread other than the main one
+        old = {}
     try:
         return proc.wait()
     finally:
         for s, handler in old.items():
-            signal.signal(s, handler)
+            # None: a handler not set from Python, the default here.
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
