@@ -5,13 +5,27 @@ together."""
 
 import numbers
 
-from horovod.common.ops import Average
+from horovod.common.ops import Adasum, Average, Max, Min, Product, Sum
+
+_OPS = ((Average, "Average"), (Sum, "Sum"), (Adasum, "Adasum"), (Min, "Min"),
+        (Max, "Max"), (Product, "Product"))
+_OP_VALUES = frozenset(value for value, _ in _OPS)
+
+
+def check_op(op):
+    """A distributed optimizer's reduce op, refused when the optimizer is
+    made rather than at its first step."""
+    if isinstance(op, bool) or not isinstance(op, numbers.Integral) or \
+            op not in _OP_VALUES:
+        raise ValueError("unknown reduce op %r; the ops are %s" % (
+            op, ", ".join("%s (%d)" % (n, v) for v, n in _OPS)))
 
 
 def check_predivide(op, gradient_predivide_factor):
     """Upstream's check of gradient_predivide_factor, and ours: gradients
     are divided by it before the allreduce, so 0 would fail in the middle
-    of a step."""
+    of a step. The op is checked first (check_op)."""
+    check_op(op)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with "
                          "op != Average")

@@ -384,6 +384,9 @@ def DistributedOptimizer(optimizer, named_parameters=None,
                          process_set=global_process_set):
     """Returns `optimizer` wrapped so that step() applies gradients averaged
     (op) across the ranks of `process_set`."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError("DistributedOptimizer wraps a torch.optim.Optimizer, "
+                         "got %s" % type(optimizer).__name__)
     check_predivide(op, gradient_predivide_factor)
     check_passes(backward_passes_per_step)
     if num_groups != 0:

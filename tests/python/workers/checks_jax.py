@@ -277,6 +277,8 @@ def check_errors_name_value_and_rank():
         {"w": jnp.ones(2)}, gradient_predivide_factor=0.0),
         "gradient_predivide_factor must not be 0")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
+        optax.sgd(0.1), op=17), "unknown reduce op 17")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
         optax.sgd(0.1), backward_passes_per_step=1.5),
         "backward_passes_per_step must be an integer of at least 1, got 1.5")
     for wrap in MODES.values():  # eagerly and in jit

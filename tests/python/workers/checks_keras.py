@@ -282,6 +282,8 @@ def check_value_collectives_on_backend_tensors():
 def check_errors():
     raises(ValueError, lambda: hvd.DistributedOptimizer(object()), "object")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
+        keras.optimizers.SGD(0.1), op=17), "unknown reduce op 17")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
         keras.optimizers.SGD(0.1), op=hvd.Adasum), "Adasum")
     for passes in (0, 1.5):
         raises(ValueError, lambda: hvd.DistributedOptimizer(

@@ -285,7 +285,10 @@ def check_passes_and_predivide_that_cannot_work_are_refused():
     m = model()
     for kw, shown in ((dict(backward_passes_per_step=0), "got 0"),
                       (dict(backward_passes_per_step=1.5), "got 1.5"),
-                      (dict(gradient_predivide_factor=0.0), "must not be 0")):
+                      (dict(gradient_predivide_factor=0.0), "must not be 0"),
+                      (dict(op=17), "unknown reduce op 17; the ops are "
+                       "Average (0), Sum (1), Adasum (2)"),
+                      (dict(op=1.0), "unknown reduce op 1.0")):
         try:
             hvd.DistributedOptimizer(sgd(m.parameters()),
                                      named_parameters=m.named_parameters(),
@@ -294,6 +297,12 @@ def check_passes_and_predivide_that_cannot_work_are_refused():
             assert shown in str(e), str(e)
         else:
             raise AssertionError("DistributedOptimizer took %r" % (kw,))
+    try:
+        hvd.DistributedOptimizer(m)
+    except ValueError as e:
+        assert "wraps a torch.optim.Optimizer, got Sequential" in str(e), str(e)
+    else:
+        raise AssertionError("DistributedOptimizer took a model")
     opt = hvd.DistributedOptimizer(sgd(m.parameters()),
                                    named_parameters=m.named_parameters())
     try:

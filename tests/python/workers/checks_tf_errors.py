@@ -206,6 +206,9 @@ def check_distributed_optimizer_refuses_what_it_cannot_do():
     raises(ValueError, lambda: hvd.DistributedOptimizer(object()),
            "object")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(0.1), op=17),
+        "unknown reduce op 17; the ops are Average (0)")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
         tf.compat.v1.train.GradientDescentOptimizer(0.1),
         backward_passes_per_step=1.5),
         "backward_passes_per_step must be an integer of at least 1, got 1.5")
