@@ -344,8 +344,6 @@ def broadcast_async_(tensor, root_rank, name=None,
 
 def broadcast_async(tensor, root_rank, name=None,
                     process_set=global_process_set):
-    # The broadcast writes every rank's output whole, so only the root's
-    # starts as a copy of the input: elsewhere a copy would be overwritten.
     output = _read(lambda: _broadcast_output(tensor, root_rank), [tensor],
                    _OP.broadcast, "broadcast", name, process_set)
     return broadcast_async_(output, root_rank, name, process_set)
