@@ -182,9 +182,13 @@ def test_horovodrun_forwards_sigterm_to_every_rank(tmp_path, sig):
     # SIGHUP (the terminal went away) stops the job as SIGTERM does.
     import signal
     sig = getattr(signal, sig)
+    # As from a terminal: a runner under nohup would pass SIGHUP ignored,
+    # and horovodrun then leaves it so.
     proc = subprocess.Popen([sys.executable, "-m", "horovod.runner", "-np", "2",
                              sys.executable, worker("sleeper.py"), str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP,
+                                                             signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("pid.*"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
