@@ -163,17 +163,13 @@ def _prepare(tensors, process_set, units):
 
 
 def _refuse(kind, count, prefix, name, process_set, error):
-    """For input refused before an op of `count` tensors was made:
-    eagerly, in a job, on a set this rank runs on, the op's peers fail with
-    the reason rather than wait for this rank (op_library.refuse)."""
-    if not tf.executing_eagerly() or \
-            not _collectives.basics.is_initialized():
-        return
-    try:
-        ps = _collectives.process_set_id(process_set)
-    except ValueError:
-        return
-    _lib.refuse([Unit(kind, count, prefix, name)], ps, error)
+    """For input refused before an op of `count` tensors was made: eagerly,
+    the op's peers fail with the reason rather than wait for this rank
+    (Collectives.refuse, which skips a job not started or a set this rank
+    cannot run on)."""
+    if tf.executing_eagerly():
+        _collectives.refuse(_ops.OpType(kind), range(count), prefix, name,
+                            process_set, error)
 
 
 def _tensors(values, kind, prefix, name, process_set):
