@@ -17,6 +17,7 @@ Thread-safety: a distributed optimizer is used by the thread that trains.
 import keras
 
 from horovod.common.compression import HalfCompressor, NoneCompressor
+from horovod.common.compression import checked as checked_compression
 from horovod.common.exceptions import HorovodInvalidArgumentError
 from horovod.common.grouping import (check_passes, check_reduction_args,
                                       group_plan)
@@ -82,7 +83,8 @@ class _Reducer:
             raise ValueError("op == Adasum is not supported yet with Keras")
         check_reduction_args(op, gradient_predivide_factor, groups)
         self.name = name
-        self.compression = compression or Compression.none
+        self.compression = checked_compression(compression,
+                                               Compression.none)
         self.sparse_as_dense = sparse_as_dense
         self.op = op
         self.predivide = gradient_predivide_factor

@@ -48,3 +48,20 @@ class HalfCompressor(Compressor):
     @classmethod
     def decompress(cls, tensor, ctx):
         return tensor if ctx is None else cls.cast(tensor, ctx)
+
+
+def checked(compression, default):
+    """`compression`, or `default` where it is None; anything without
+    compress and decompress (the name "fp16" rather than
+    hvd.Compression.fp16, say) is refused with a ValueError when the call
+    or the optimizer is made, rather than failing in the middle of a
+    step."""
+    if compression is None:
+        return default
+    if not (callable(getattr(compression, "compress", None)) and
+            callable(getattr(compression, "decompress", None))):
+        raise ValueError(
+            "compression must be a compressor such as Compression.none or "
+            "Compression.fp16 (with compress and decompress), got %r"
+            % (compression,))
+    return compression

@@ -12,6 +12,12 @@ _OPS = ((Average, "Average"), (Sum, "Sum"), (Adasum, "Adasum"), (Min, "Min"),
 _OP_VALUES = frozenset(value for value, _ in _OPS)
 
 
+def op_named(op):
+    """`op` as its name and value, e.g. "Max (4)", for errors."""
+    name = dict(_OPS).get(op) if isinstance(op, numbers.Integral) else None
+    return "%s (%d)" % (name, op) if name else repr(op)
+
+
 def check_op(op):
     """A distributed optimizer's reduce op, refused when the optimizer is
     made rather than at its first step."""

@@ -12,6 +12,7 @@ Thread-safety: reduce() may be called from any thread.
 
 import tensorflow as tf
 
+from horovod.common.compression import checked as checked_compression
 from horovod.common.grouping import check_reduction_args, group_plan
 from horovod.common.ops import Average
 from horovod.common.process_sets import global_process_set
@@ -40,7 +41,8 @@ class GradientReducer:
         from horovod.tensorflow.compression import Compression
         check_reduction_args(op, gradient_predivide_factor, groups)
         self._name = name
-        self._compression = compression or Compression.none
+        self._compression = checked_compression(compression,
+                                                Compression.none)
         self._sparse_as_dense = sparse_as_dense
         self._op = op
         # Average split around the sum: 1/f before, f/size after.

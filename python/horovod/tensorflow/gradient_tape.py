@@ -52,6 +52,10 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                               sparse_as_dense, op, gradient_predivide_factor,
                               groups, process_set)
     base = type(gradtape)
+    if isinstance(gradtape, _DistributedTape):
+        # Wrapped again: the new reducer replaces the old one, as Keras's
+        # DistributedOptimizer does, rather than reducing twice.
+        base = base.__mro__[2]
     cls = type(base.__name__, (_DistributedTape, base), {})
     tape = cls.__new__(cls)
     tape.__dict__.update(gradtape.__dict__)

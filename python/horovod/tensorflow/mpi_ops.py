@@ -27,6 +27,7 @@ from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
 from tensorflow.python.ops import control_flow_util
 
 from horovod.common import ops as _ops
+from horovod.common.compression import checked as checked_compression
 from horovod.common.exceptions import (HorovodInternalError,  # noqa: F401
                                        HorovodInvalidArgumentError)
 from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
@@ -337,7 +338,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         return _sparse_allreduce(tensor, name, op, prescale_factor,
                                  postscale_factor, ignore_name_scope,
                                  process_set)
-    compression = compression or Compression.none
+    compression = checked_compression(compression, Compression.none)
     compressed, ctx = compression.compress(
         _tensors([tensor], _lib.ALLREDUCE, "allreduce", name,
                  process_set)[0])
@@ -362,7 +363,7 @@ def grouped_allreduce(tensors, average=None, device_dense="",
             tensors[i], None if name is None else "%s_%d" % (name, i), op,
             prescale_factor, postscale_factor, ignore_name_scope, process_set)
     dense = [i for i in range(len(tensors)) if i not in sparse]
-    compression = compression or Compression.none
+    compression = checked_compression(compression, Compression.none)
     pairs = [compression.compress(t) for t in _tensors(
         [tensors[i] for i in dense], _lib.ALLREDUCE, "grouped_allreduce",
         name, process_set)]
@@ -556,7 +557,7 @@ def reducescatter(tensor, device_dense="", compression=None, op=Average,
     """Reduces `tensor` over the set and returns this rank's share of
     dimension 0 (the first dim0 % size ranks get one extra row).
     Differentiable."""
-    compression = compression or Compression.none
+    compression = checked_compression(compression, Compression.none)
     compressed, ctx = compression.compress(
         _tensors([tensor], _lib.REDUCESCATTER, "reducescatter", name,
                  process_set)[0])
@@ -573,7 +574,7 @@ def grouped_reducescatter(tensors, device_dense="", compression=None,
                           prescale_factor=1.0, postscale_factor=1.0,
                           name=None, ignore_name_scope=False):
     """reducescatter of each tensor, negotiated as one unit."""
-    compression = compression or Compression.none
+    compression = checked_compression(compression, Compression.none)
     pairs = [compression.compress(t) for t in _tensors(
         list(tensors), _lib.REDUCESCATTER, "grouped_reducescatter", name,
         process_set)]

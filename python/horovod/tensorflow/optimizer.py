@@ -174,6 +174,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
         raise ValueError(
             "DistributedOptimizer wraps a tf.compat.v1.train.Optimizer or a "
             "Keras optimizer, got %s" % type(optimizer).__name__)
+    if isinstance(optimizer, _DistributedOptimizer):
+        optimizer = optimizer._optimizer  # rewrapped: reduced once
     cls = _DistributedOptimizer
     if op == Adasum:
         check_adasum_set(process_set, rank())
@@ -181,10 +183,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,
     name = name or "Distributed%s" % type(optimizer).__name__
     reducer = GradientReducer(name, compression, sparse_as_dense, op,
                               gradient_predivide_factor, groups, process_set)
-    return cls(optimizer, name, use_locking, reducer,
-                                 backward_passes_per_step,
-                                 average_aggregated_gradients,
-                                 scale_local_gradients)
+    return cls(optimizer, name, use_locking, reducer, backward_passes_per_step,
+               average_aggregated_gradients, scale_local_gradients)
 
 
 class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):

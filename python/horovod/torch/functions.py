@@ -52,6 +52,7 @@ def broadcast_optimizer_state(optimizer, root_rank,
     would advance Adam's step count and apply weight decay once."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    _check_same_optimizer(optimizer, root_rank, process_set)
     sparse = isinstance(optimizer, torch.optim.SparseAdam)
     for group in optimizer.param_groups:
         for p in group["params"]:
@@ -64,6 +65,36 @@ def broadcast_optimizer_state(optimizer, root_rank,
                              process_set=process_set)
     if rank() != root_rank:
         optimizer.load_state_dict(state)
+
+
+def _check_same_optimizer(optimizer, root_rank, process_set):
+    """Raises on every rank of the set unless each has an optimizer of
+    root_rank's class with as many parameters in each group: otherwise
+    load_state_dict would take another class's state without complaint
+    (SGD's into Adam, which then fails at its step) or fail on one rank
+    only, and the ranks' states would differ."""
+    mine = (type(optimizer).__name__,
+            [len(g["params"]) for g in optimizer.param_groups])
+    kinds = allgather_object(mine, name="broadcast_optimizer_state.kind",
+                             process_set=process_set)
+    ranks = process_set.ranks
+    if root_rank not in ranks:
+        return  # broadcast_object names the root
+    root = kinds[ranks.index(root_rank)]
+    differ = [(r, k) for r, k in zip(ranks, kinds) if k != root]
+    if differ:
+        raise ValueError(
+            "broadcast_optimizer_state needs the same optimizer on every "
+            "rank (rank %d): rank %d has %s; %s" % (
+                rank(), root_rank, _described(root), "; ".join(
+                    "rank %d has %s" % (r, _described(k))
+                    for r, k in differ)))
+
+
+def _described(kind):
+    name, groups = kind
+    return "%s with parameter groups of %s parameters" % (
+        name, "/".join(str(n) for n in groups))
 
 
 def broadcast_object(obj, root_rank=0, name=None,

@@ -6,8 +6,10 @@ engine validates them, and results come back the same way."""
 import torch
 
 from horovod.common import ops as _ops
+from horovod.common.compression import checked as checked_compression
 from horovod.common.exceptions import HorovodInternalError  # noqa: F401
 from horovod.common.exceptions import HorovodInvalidArgumentError  # noqa: F401
+from horovod.common.grouping import op_named
 from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
                                 Product, Sum, resolve_op)
 from horovod.common.process_sets import ProcessSet  # noqa: F401
@@ -167,7 +169,7 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
               prescale_factor=1.0, postscale_factor=1.0,
               process_set=global_process_set):
     """Returns the reduction of `tensor` over all ranks (differentiable)."""
-    compression = compression or Compression.none
+    compression = checked_compression(compression, Compression.none)
     compressed, ctx = compression.compress(tensor)
     out = _apply(HorovodAllreduce, compressed, average, name, op,
                  prescale_factor, postscale_factor, process_set)
@@ -230,7 +232,7 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
 def grouped_allreduce(tensors, average=None, name=None, compression=None,
                       op=None, prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
-    compression = compression or Compression.none
+    compression = checked_compression(compression, Compression.none)
     pairs = [compression.compress(t) for t in tensors]
     outs = _apply(HorovodGroupedAllreduce, average, name, op,
                   prescale_factor, postscale_factor, process_set,
@@ -242,6 +244,26 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Allreduce of a sparse COO tensor: every rank's indices and values are
     gathered (values divided by the set size for Average). Returns a
     callable that waits and returns the sparse result, as upstream."""
+    error = None
+    if not isinstance(tensor, torch.Tensor) or \
+            tensor.layout is not torch.sparse_coo:
+        error = HorovodInvalidArgumentError(
+            "sparse_allreduce_async takes a sparse COO tensor, got %s "
+            "(rank %d); hvd.allreduce_async reduces dense ones" % (
+                "a %s tensor" % str(tensor.layout)[6:]
+                if isinstance(tensor, torch.Tensor)
+                else type(tensor).__name__, rank()))
+    elif op not in (Average, Sum):
+        error = HorovodInvalidArgumentError(
+            "sparse_allreduce_async reduces by Average or Sum, got op %s "
+            "(rank %d)" % (op_named(op), rank()))
+    if error is not None:
+        # Its peers' two allgathers fail with the reason too.
+        for part in (".indices", ".values"):
+            _collectives.refuse(_OP.allgather, [tensor], "allgather",
+                                name + part if name else None, process_set,
+                                error)
+        raise error
     indices = allgather_async(tensor._indices().t().contiguous(),
                               name=(name + ".indices") if name else None,
                               process_set=process_set)
@@ -459,7 +481,7 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
                   postscale_factor=1.0):
     """Reduces `tensor` over all ranks and returns this rank's share of dim 0
     (the first dim0 % size ranks get one extra row; differentiable)."""
-    compression = compression or Compression.none
+    compression = checked_compression(compression, Compression.none)
     compressed, ctx = compression.compress(tensor)
     out = _apply(HorovodReducescatter, compressed, name,
                  Average if op is None else op, process_set, prescale_factor,
@@ -498,7 +520,7 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
                           postscale_factor=1.0):
     """reducescatter of each tensor, negotiated as one unit
     (differentiable)."""
-    compression = compression or Compression.none
+    compression = checked_compression(compression, Compression.none)
     pairs = [compression.compress(t) for t in tensors]
     outs = _apply(
         HorovodGroupedReducescatter, name, Average if op is None else op,

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import torch
 
+from horovod.common.compression import checked as checked_compression
 from horovod.common.exceptions import HorovodInternalError
 from horovod.common.grouping import (check_adasum_set, check_passes,
                                       check_predivide)
@@ -376,6 +377,15 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         return loss
 
 
+def _wrapped(optimizer):
+    """Whether `optimizer` is already one DistributedOptimizer made (its
+    class copies one of the wrappers' methods)."""
+    inits = (_DistributedOptimizer.__init__,
+             _DistributedAdasumOptimizer.__init__)
+    return any(vars(c).get("__init__") in inits
+               for c in type(optimizer).__mro__)
+
+
 def DistributedOptimizer(optimizer, named_parameters=None,
                          compression=Compression.none,
                          backward_passes_per_step=1, op=Average,
@@ -387,6 +397,12 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise ValueError("DistributedOptimizer wraps a torch.optim.Optimizer, "
                          "got %s" % type(optimizer).__name__)
+    if _wrapped(optimizer):
+        # A second wrapper would hook every parameter again, and each
+        # gradient would be reduced twice.
+        raise ValueError("the optimizer is already a DistributedOptimizer "
+                         "(rank %d); wrap the torch optimizer once" % rank())
+    compression = checked_compression(compression, Compression.none)
     check_predivide(op, gradient_predivide_factor)
     check_passes(backward_passes_per_step)
     if num_groups != 0:

@@ -370,6 +370,17 @@ def check_input_one_rank_refuses_fails_the_peers_and_the_job_goes_on():
          lambda bad: hvd.reducescatter(meta if bad else x, op=hvd.Sum)),
         ("was refused by rank 0: a tensor on the meta device",
          lambda bad: hvd.grouped_reducescatter([meta if bad else x])),
+        ("was refused by rank 0: sparse_allreduce_async takes a sparse COO "
+         "tensor, got a strided tensor (rank 0)",
+         lambda bad: hvd.sparse_allreduce_async(x if bad else sparse,
+                                                "sparse", hvd.Sum)()),
+        ("'allgather.noname.",  # both allgathers refused, unnamed too
+         lambda bad: hvd.sparse_allreduce_async(x if bad else sparse, None,
+                                                hvd.Sum)()),
+        ("was refused by rank 0: sparse_allreduce_async reduces by Average "
+         "or Sum, got op Max (4)",
+         lambda bad: hvd.sparse_allreduce_async(
+             sparse, "sparse", hvd.Max if bad else hvd.Sum)()),
     ]
     for said, call in cases:
         if r == 0:

@@ -284,6 +284,9 @@ def check_errors():
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         keras.optimizers.SGD(0.1), op=17), "unknown reduce op 17")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
+        keras.optimizers.SGD(0.1), compression="fp16"),
+        "compression must be a compressor")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
         keras.optimizers.SGD(0.1), op=hvd.Adasum), "Adasum")
     for passes in (0, 1.5):
         raises(ValueError, lambda: hvd.DistributedOptimizer(

@@ -220,6 +220,31 @@ def check_broadcast_optimizer_state_copies_root_state_and_options():
         assert torch.equal(hvd.broadcast(st["exp_avg"], 0), st["exp_avg"])
 
 
+def check_broadcast_optimizer_state_refuses_different_optimizers():
+    # load_state_dict would take SGD's state into Adam without complaint;
+    # every rank is told, and the job goes on.
+    m = model()
+    count = len(list(m.parameters()))
+    for mine, said in (
+            (torch.optim.SGD(m.parameters(), lr=0.1) if r == 0 else
+             torch.optim.Adam(m.parameters()),
+             "rank 0 has SGD with parameter groups of %d parameters; "
+             "rank 1 has Adam" % count),
+            (torch.optim.SGD(m.parameters() if r == 0 else
+                             list(m.parameters())[:1], lr=0.1),
+             "rank 1 has SGD with parameter groups of 1 parameters")):
+        try:
+            hvd.broadcast_optimizer_state(mine, root_rank=0)
+        except ValueError as e:
+            assert "needs the same optimizer on every rank (rank %d)" % r \
+                in str(e) and said in str(e), e
+        else:
+            raise AssertionError("broadcast_optimizer_state took %r" % mine)
+    same = torch.optim.Adam(m.parameters(), lr=0.1 * (r + 1))
+    hvd.broadcast_optimizer_state(same, root_rank=0)
+    assert same.param_groups[0]["lr"] == 0.1
+
+
 def check_broadcast_optimizer_state_refuses_lbfgs():
     m = model()
     try:
@@ -288,7 +313,11 @@ def check_passes_and_predivide_that_cannot_work_are_refused():
                       (dict(gradient_predivide_factor=0.0), "must not be 0"),
                       (dict(op=17), "unknown reduce op 17; the ops are "
                        "Average (0), Sum (1), Adasum (2)"),
-                      (dict(op=1.0), "unknown reduce op 1.0")):
+                      (dict(op=1.0), "unknown reduce op 1.0"),
+                      (dict(compression="fp16"), "compression must be a "
+                       "compressor such as Compression.none or "
+                       "Compression.fp16 (with compress and decompress), "
+                       "got 'fp16'")):
         try:
             hvd.DistributedOptimizer(sgd(m.parameters()),
                                      named_parameters=m.named_parameters(),
@@ -305,6 +334,12 @@ def check_passes_and_predivide_that_cannot_work_are_refused():
         raise AssertionError("DistributedOptimizer took a model")
     opt = hvd.DistributedOptimizer(sgd(m.parameters()),
                                    named_parameters=m.named_parameters())
+    try:  # a second wrapper would reduce every gradient twice
+        hvd.DistributedOptimizer(opt, named_parameters=m.named_parameters())
+    except ValueError as e:
+        assert "already a DistributedOptimizer (rank %d)" % r in str(e), e
+    else:
+        raise AssertionError("DistributedOptimizer wrapped itself")
     try:
         opt.set_backward_passes_per_step(-1)
     except ValueError as e:

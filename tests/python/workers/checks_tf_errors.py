@@ -205,6 +205,14 @@ def check_distributed_optimizer_refuses_what_it_cannot_do():
         "gradient_predivide_factor must not be 0")
     raises(ValueError, lambda: hvd.DistributedOptimizer(object()),
            "object")
+    for wrap in (lambda c: hvd.DistributedGradientTape(tape, compression=c),
+                 lambda c: hvd.DistributedOptimizer(
+                     tf.compat.v1.train.GradientDescentOptimizer(0.1),
+                     compression=c),
+                 lambda c: hvd.allreduce(tf.ones(2), compression=c)):
+        raises(ValueError, lambda: wrap("fp16"), "compression must be a "
+               "compressor such as Compression.none or Compression.fp16 "
+               "(with compress and decompress), got 'fp16'")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         tf.compat.v1.train.GradientDescentOptimizer(0.1), op=17),
         "unknown reduce op 17; the ops are Average (0)")

@@ -135,6 +135,24 @@ def check_distributed_gradient_tape_equals_single_process():
          want, tol=1e-2)
 
 
+def check_wrapping_again_reduces_once():
+    # A tape or an optimizer wrapped twice takes the second wrapper's
+    # reduction only: summed once, not once per wrapper.
+    v = tf.Variable([1.0, 2.0])
+    summed = np.full(2, sum(k + 1 for k in ranks), np.float32)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(v * (r + 1))
+    twice = hvd.DistributedGradientTape(hvd.DistributedGradientTape(
+        tape, op=hvd.Average), op=hvd.Sum)
+    assert type(twice).__mro__[2] is type(tape), type(twice).__mro__
+    same(twice.gradient(loss, [v])[0], summed)
+    opt = hvd.DistributedOptimizer(hvd.DistributedOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(0.1)), op=hvd.Sum)
+    (g, _), = opt.compute_gradients(lambda: tf.reduce_sum(v * (r + 1)),
+                                    var_list=[v])
+    same(g, summed)
+
+
 def check_partial_tape_keeps_local_layer_local():
     m = model()
     x, y = X[0][r * B:(r + 1) * B], Y[0][r * B:(r + 1) * B]
