@@ -215,6 +215,29 @@ def test_bad_hosts_are_one_line_naming_the_entry(tmp_path, hosts, hostfile,
         assert len(lines) == 1 and message in lines[0], out.stderr
 
 
+@pytest.mark.parametrize("flags,env,message", [
+    (["--start-timeout", "0"], {},
+     "--start-timeout must be a positive number of seconds, not 0"),
+    (["--start-timeout", "nan"], {}, "not nan"),
+    ([], {"HOROVOD_START_TIMEOUT": "-1"},
+     "HOROVOD_START_TIMEOUT must be a positive number of seconds, not -1"),
+    ([], {"HOROVOD_START_TIMEOUT": "soon"},
+     "HOROVOD_START_TIMEOUT='soon' is not a number of seconds"),
+    (["--min-np", "1", "--elastic-timeout", "-3"], {},
+     "--elastic-timeout must be a positive number of seconds, not -3"),
+    (["--min-np", "1"], {"HOROVOD_ELASTIC_TIMEOUT": "soon"},
+     "HOROVOD_ELASTIC_TIMEOUT='soon' is not a number of seconds"),
+])
+def test_a_timeout_that_cannot_work_is_one_line_before_any_rank_starts(
+        flags, env, message):
+    out = subprocess.run(RUNNER + ["-np", "2"] + flags + ["true"],
+                         capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, **env))
+    assert out.returncode == 2, out
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], out.stderr
+
+
 @pytest.mark.parametrize("command,code,why", [
     ("no-such-command-here", 127, "No such file or directory"),
     ("not-executable", 126, "Permission denied")])

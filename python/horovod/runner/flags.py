@@ -213,9 +213,11 @@ def hosts_from_file(path):
 def check_settings(args):
     """What the parser cannot check: that -p is a port, and that the
     --output-filename folder can be made (it is made here, before any rank
-    starts, rather than by the first rank to write a line)."""
+    starts, rather than by the first rank to write a line), and that the
+    start timeout is a positive number of seconds."""
     if args.ssh_port is not None and not 0 < args.ssh_port < 65536:
         raise UsageError("-p %d is not a port (1 to 65535)" % args.ssh_port)
+    seconds(args.start_timeout, "--start-timeout", "HOROVOD_START_TIMEOUT", 30)
     if args.output_filename and not args.mpi:
         try:
             os.makedirs(args.output_filename, exist_ok=True)
@@ -223,6 +225,24 @@ def check_settings(args):
             raise UsageError("cannot make the --output-filename folder %s: %s"
                              % (args.output_filename, e.strerror or e)) \
                 from None
+
+
+def seconds(given, flag, variable, default):
+    """A launcher timeout: the flag's value if `given`, else the variable's,
+    else `default`; a positive number of seconds, or a UsageError naming
+    where the value came from (before any rank starts)."""
+    source = flag
+    if given is None:
+        source = variable
+        try:
+            given = float(os.environ.get(variable, default))
+        except ValueError:
+            raise UsageError("%s=%r is not a number of seconds" % (
+                variable, os.environ[variable])) from None
+    if not 0 < given < float("inf"):
+        raise UsageError("%s must be a positive number of seconds, not %g"
+                         % (source, given))
+    return given
 
 
 def knob_env(args):

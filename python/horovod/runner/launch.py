@@ -268,8 +268,8 @@ def _launch_settings(args):
     env = dict(os.environ)
     env.update(flags.knob_env(args))
     env["HOROVOD_SECRET_KEY"] = secrets.token_hex(32)
-    timeout_s = (args.start_timeout if args.start_timeout is not None else
-                 float(os.environ.get("HOROVOD_START_TIMEOUT", 30)))
+    timeout_s = flags.seconds(args.start_timeout, "--start-timeout",
+                              "HOROVOD_START_TIMEOUT", 30)
     ssh = SshSettings(args.ssh_port, args.ssh_identity_file, timeout_s)
     forced = [i.strip() for i in (args.network_interfaces or "").split(",")
               if i.strip()]
@@ -335,9 +335,9 @@ def _run_elastic(args, before_start=None):
     env, timeout_s, ssh, forced = _launch_settings(args)
     secret = env["HOROVOD_SECRET_KEY"]
     env["PYTHONUNBUFFERED"] = "1"
-    elastic_timeout = (args.elastic_timeout if args.elastic_timeout is not None
-                       else float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT",
-                                                 600)))
+    elastic_timeout = flags.seconds(args.elastic_timeout,
+                                    "--elastic-timeout",
+                                    "HOROVOD_ELASTIC_TIMEOUT", 600)
     networked = not all(is_local(h) for h in first)
     addrs, iface = {}, None
     driver_addrs, bind = ["127.0.0.1"], "127.0.0.1"
