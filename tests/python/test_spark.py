@@ -107,6 +107,17 @@ def test_bad_arguments_are_refused_by_name(spark):
         horovod.spark.run(collectives, num_proc=2, use_mpi=True)
     with pytest.raises(ValueError, match=r"extra_mpi_args='-x A' is not"):
         horovod.spark.run(collectives, num_proc=2, extra_mpi_args="-x A")
+    with pytest.raises(ValueError, match="horovod.spark.run: start_timeout "
+                                         "must be a positive number of "
+                                         "seconds, not 0"):
+        horovod.spark.run(collectives, num_proc=2, start_timeout=0)
+    os.environ["HOROVOD_SPARK_START_TIMEOUT"] = "soon"
+    try:
+        with pytest.raises(ValueError, match="HOROVOD_SPARK_START_TIMEOUT="
+                                             "'soon' is not a number"):
+            horovod.spark.run(collectives, num_proc=2)
+    finally:
+        del os.environ["HOROVOD_SPARK_START_TIMEOUT"]
 
 
 def test_importing_without_pyspark_names_the_package():
@@ -358,6 +369,10 @@ def test_run_elastic_refuses_bad_sizes_by_name(spark):
     with pytest.raises(ValueError, match="max_num_proc=4 and max_np=3 "
                                          "disagree"):
         run(collectives, max_num_proc=4, max_np=3)
+    with pytest.raises(ValueError, match="horovod.spark.run_elastic: "
+                                         "elastic_timeout must be a positive "
+                                         "number of seconds, not -1"):
+        run(collectives, num_proc=2, elastic_timeout=-1)
 
 
 # ----- Estimators -----------------------------------------------------------

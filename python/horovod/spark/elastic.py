@@ -26,7 +26,6 @@ lock.
 
 import functools
 import json
-import os
 import secrets
 import socket
 import sys
@@ -40,8 +39,9 @@ from horovod.runner.output import Output
 from horovod.spark import slot_agent
 from horovod.spark.runner import (RunService, SparkJob, active_context,
                                   byte_sink, driver_address, spark_error,
-                                  start_timeout_or_default)
+                                  start_timeout_or_default, timeout_or_default)
 
+_CALLER = "horovod.spark.run_elastic"
 _DEFAULT_ELASTIC_TIMEOUT_S = 600.0
 # How long a worker's end may take to be reported once it was killed.
 _KILL_WAIT_S = 30.0
@@ -311,10 +311,10 @@ def run_elastic(fn, args=(), kwargs=None, num_proc=None, min_num_proc=None,
     max_num_proc = _alias(max_num_proc, max_np, "max_num_proc", "max_np")
     num_proc, min_num_proc, max_num_proc = _sizes(sc, num_proc, min_num_proc,
                                                   max_num_proc)
-    start_timeout = start_timeout_or_default(start_timeout)
-    if elastic_timeout is None:
-        elastic_timeout = float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT",
-                                               _DEFAULT_ELASTIC_TIMEOUT_S))
+    start_timeout = start_timeout_or_default(start_timeout, _CALLER)
+    elastic_timeout = timeout_or_default(
+        elastic_timeout, "elastic_timeout", "HOROVOD_ELASTIC_TIMEOUT",
+        _DEFAULT_ELASTIC_TIMEOUT_S, _CALLER)
     if isinstance(nics, str):
         nics = [nics]
     secret = secrets.token_hex(32)

@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 
-from horovod.runner import run_api
+from horovod.runner import flags, run_api
 from horovod.runner.output import Output
 from horovod.spark.task import MAX_OUTPUT_FRAME, run_rank
 
@@ -123,12 +123,20 @@ def spark_error(error):
     return run_api.first_line(error)
 
 
-def start_timeout_or_default(start_timeout):
+def timeout_or_default(given, argument, variable, default, caller):
+    """`given`, or the variable's value, or `default`: a positive number of
+    seconds, or a ValueError from `caller` naming where it came from."""
+    try:
+        return flags.seconds(given, argument, variable, default)
+    except flags.UsageError as e:
+        raise ValueError("%s: %s" % (caller, e)) from None
+
+
+def start_timeout_or_default(start_timeout, caller="horovod.spark.run"):
     """`start_timeout`, or HOROVOD_SPARK_START_TIMEOUT, or 600 s."""
-    if start_timeout is not None:
-        return start_timeout
-    return float(os.environ.get("HOROVOD_SPARK_START_TIMEOUT",
-                                _DEFAULT_START_TIMEOUT_S))
+    return timeout_or_default(start_timeout, "start_timeout",
+                              "HOROVOD_SPARK_START_TIMEOUT",
+                              _DEFAULT_START_TIMEOUT_S, caller)
 
 
 def driver_address(sc):
