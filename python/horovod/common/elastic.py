@@ -137,6 +137,12 @@ def run_fn(func, reset):
     reset limit reached) propagates."""
 
     def wrapper(state, *args, **kwargs):
+        if not all(callable(getattr(state, m, None))
+                   for m in ("sync", "restore", "on_reset")):
+            raise TypeError(
+                "the first argument of a function under hvd.elastic.run is "
+                "the state it syncs and restores, a State (such as "
+                "hvd.elastic.TorchState); got %s" % type(state).__name__)
         skip_sync = False
         while True:
             try:

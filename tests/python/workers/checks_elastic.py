@@ -192,3 +192,18 @@ def check_run_passes_other_errors_through():
         assert "optimizer" in str(e), e
     else:
         raise AssertionError("a string was taken as an optimizer")
+
+
+def check_run_names_a_first_argument_that_is_no_state():
+    @hvd.elastic.run
+    def train(state, steps):
+        return steps
+
+    try:
+        train(model(seed=4), 3)  # the model, not a state holding it
+    except TypeError as e:
+        assert "is the state it syncs and restores, a State (such as " \
+            "hvd.elastic.TorchState); got Sequential" in str(e), e
+    else:
+        raise AssertionError("a model was taken as the state")
+    assert train(hvd.elastic.TorchState(model(seed=4)), 3) == 3
