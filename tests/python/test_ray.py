@@ -166,6 +166,13 @@ def test_bad_arguments_are_refused_by_name():
         RayExecutor(settings, num_workers=1, gpus_per_worker=1)
     with pytest.raises(RuntimeError, match=r"call start\(\) first"):
         RayExecutor(settings, num_workers=1).run(print)
+    with pytest.raises(ValueError, match="RayExecutor: timeout_s must be a "
+                                         "positive number of seconds, not 0"):
+        RayExecutor.create_settings(timeout_s=0)
+    with pytest.raises(ValueError, match="placement_group_timeout_s must be "
+                                         "a positive number of seconds, not "
+                                         "'100'"):
+        RayExecutor.create_settings(placement_group_timeout_s="100")
 
 
 def test_importing_without_ray_names_the_package():
@@ -222,5 +229,8 @@ def test_elastic_settings_are_checked_by_name():
         ElasticRayExecutor.create_settings(min_np=0)
     with pytest.raises(ValueError, match="max_np=1 is below min_np=2"):
         ElasticRayExecutor.create_settings(min_np=2, max_np=1)
+    with pytest.raises(ValueError, match="elastic_timeout must be a positive "
+                                         "number of seconds, not -1"):
+        ElasticRayExecutor.create_settings(elastic_timeout=-1)
     with pytest.raises(RuntimeError, match=r"call start\(\) first"):
         ElasticRayExecutor(ElasticRayExecutor.create_settings()).run(print)

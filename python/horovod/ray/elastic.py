@@ -18,7 +18,7 @@ only read the actors' states.
 import secrets
 import signal
 
-from horovod.runner import discovery
+from horovod.runner import discovery, flags
 from horovod.runner.elastic_driver import ElasticDriver
 from horovod.runner.probe import nic_address
 
@@ -161,6 +161,9 @@ class ElasticRayExecutor:
                                    max_np < min_np):
             raise ValueError("ElasticRayExecutor: max_np=%r is below min_np=%d"
                              % (max_np, min_np))
+        flags.check_seconds("ElasticRayExecutor",
+                            elastic_timeout=elastic_timeout,
+                            timeout_s=timeout_s)
         return _Settings(min_np, max_np, reset_limit, elastic_timeout,
                          timeout_s, cooldown_range, nics, verbose)
 

@@ -19,6 +19,7 @@ Thread-safety: one thread drives an executor.
 import secrets
 import time
 
+from horovod.runner import flags
 from horovod.runner.placement import assign_ranks, rank_env
 from horovod.runner.run_api import cause_first, first_line, rank_raised
 from horovod.ray.worker import BaseHorovodWorker
@@ -58,6 +59,8 @@ class RayExecutor:
         (HOROVOD_START_TIMEOUT); placement_group_timeout_s: how long
         `start()` waits for the cluster to grant the resources; nics:
         interface names the ranks listen on."""
+        flags.check_seconds("RayExecutor", timeout_s=timeout_s,
+                            placement_group_timeout_s=placement_group_timeout_s)
         return _Settings(timeout_s, placement_group_timeout_s, nics,
                          secrets.token_hex(32), ssh_identity_file, ssh_str)
 

@@ -3,6 +3,7 @@ build does not provide refused by name), the HOROVOD_* variables its tuning
 flags set, host files, and which flags a command line gave."""
 
 import argparse
+import numbers
 import os
 
 
@@ -239,10 +240,29 @@ def seconds(given, flag, variable, default):
         except ValueError:
             raise UsageError("%s=%r is not a number of seconds" % (
                 variable, os.environ[variable])) from None
-    if not 0 < given < float("inf"):
-        raise UsageError("%s must be a positive number of seconds, not %g"
-                         % (source, given))
+    if not positive_seconds(given):
+        raise UsageError("%s must be a positive number of seconds, not %s"
+                         % (source, _shown(given)))
     return given
+
+
+def positive_seconds(value):
+    """Whether `value` is a positive, finite number (of seconds)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) \
+        and 0 < value < float("inf")
+
+
+def _shown(value):
+    return "%g" % value if isinstance(value, numbers.Real) else repr(value)
+
+
+def check_seconds(caller, **values):
+    """For an API's timeouts given as arguments: a ValueError from `caller`
+    naming the first that is not a positive number of seconds."""
+    for name, value in values.items():
+        if not positive_seconds(value):
+            raise ValueError("%s: %s must be a positive number of seconds, "
+                             "not %s" % (caller, name, _shown(value)))
 
 
 def knob_env(args):
