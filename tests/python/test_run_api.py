@@ -1,5 +1,8 @@
 """horovod.run's refusals and the launchers' shared choice of a failed
 job's cause."""
+import threading
+import time
+
 import pytest
 
 import horovod
@@ -48,3 +51,30 @@ def test_horovod_run_names_the_rank_whose_code_raised():
 def test_horovod_run_refuses_bad_settings_as_value_errors(kwargs, words):
     with pytest.raises(ValueError, match=words):
         horovod.run(lambda: 1, **kwargs)
+
+
+@pytest.mark.parametrize("func, kwargs, error, words", [
+    (5, {}, TypeError, "horovod.run: func must be callable, got int"),
+    (abs, dict(args=5), TypeError, "args must be a tuple or list of func's "
+     "positional arguments, got int"),
+    (abs, dict(kwargs=[1]), TypeError, "kwargs must be a dict of func's "
+     "keyword arguments, got list"),
+    (abs, dict(args=(threading.Lock(),)), TypeError, "func and its "
+     "arguments cannot be sent to the ranks: TypeError: cannot pickle"),
+    (abs, dict(np="2"), ValueError, r"np='2' is not an integer"),
+    (abs, dict(np=2, min_np=1.5), ValueError, "min_np=1.5 is not an integer"),
+])
+def test_horovod_run_refuses_what_it_cannot_send_before_anything_starts(
+        func, kwargs, error, words):
+    started = time.monotonic()
+    with pytest.raises(error, match=words):
+        horovod.run(func, **kwargs)
+    assert time.monotonic() - started < 5  # no rank was started
+
+
+def test_a_result_that_cannot_be_sent_back_is_named_on_the_rank_too(capfd):
+    with pytest.raises(RuntimeError, match="its result cannot be sent back: "
+                                           "cannot pickle"):
+        horovod.run(threading.Lock, np=1)
+    assert "rank 0 raised RuntimeError: rank 0: its result cannot be sent " \
+        "back" in capfd.readouterr().err

@@ -132,6 +132,37 @@ def job_cause(outcomes_by_rank):
     return cause_first(failures)[0] if failures else None
 
 
+def _payload(func, args, kwargs, counts):
+    """What the ranks are sent: func and its arguments, cloudpickled, once
+    they and the integer settings (`counts`, by name) are found to be of
+    the right kinds; a TypeError or ValueError naming the culprit, before
+    anything starts, otherwise."""
+    import cloudpickle
+
+    if not callable(func):
+        raise TypeError("horovod.run: func must be callable, got %s"
+                        % type(func).__name__)
+    if isinstance(args, (str, bytes, dict)) or \
+            not hasattr(args, "__iter__"):
+        raise TypeError("horovod.run: args must be a tuple or list of "
+                        "func's positional arguments, got %s"
+                        % type(args).__name__)
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError("horovod.run: kwargs must be a dict of func's "
+                        "keyword arguments, got %s" % type(kwargs).__name__)
+    for name, value in counts.items():
+        if value is not None and (isinstance(value, bool) or
+                                  not isinstance(value, int)):
+            raise ValueError("horovod.run: %s=%r is not an integer"
+                             % (name, value))
+    try:
+        return cloudpickle.dumps((func, tuple(args), dict(kwargs or {})))
+    except Exception as e:
+        raise TypeError("horovod.run: func and its arguments cannot be sent "
+                        "to the ranks: %s: %s" % (type(e).__name__, e)) \
+            from e
+
+
 def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
         slots=None, reset_limit=None, cooldown_range=None, hosts=None,
         hostfile=None, start_timeout=None, ssh_port=None,
@@ -148,12 +179,13 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
     --slots-per-host, --reset-limit and --blacklist-cooldown-range): func
     should train through hvd.elastic.run, and the values returned are
     those of the workers of the last round, in its rank order."""
-    import cloudpickle
-
     from horovod.runner import flags, launch
 
     if hosts is not None and hostfile is not None:
         raise ValueError("give hosts or hostfile, not both")
+    payload = _payload(func, args, kwargs, dict(
+        np=np, min_np=min_np, max_np=max_np, slots=slots,
+        reset_limit=reset_limit))
     argv = ["-np", str(np)]
     elastic = min_np is not None or max_np is not None
     for flag, value in (("--min-np", min_np), ("--max-np", max_np),
@@ -176,7 +208,7 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
                      ("--mpi", use_mpi), ("--disable-cache", disable_cache)):
         if on:
             argv.append(flag)
-    server = _Server(cloudpickle.dumps((func, tuple(args), dict(kwargs or {}))))
+    server = _Server(payload)
 
     def before_start(addrs, secret):
         bind = ("127.0.0.1" if addrs is None

@@ -48,9 +48,10 @@ def main():
         try:
             blob = cloudpickle.dumps(outcome + (rank,))
         except Exception as e:  # an unpicklable result or exception
-            blob = cloudpickle.dumps((False, RuntimeError(
+            outcome = (False, RuntimeError(
                 "rank %d: its %s cannot be sent back: %s"
-                % (rank, "result" if outcome[0] else "exception", e)), rank))
+                % (rank, "result" if outcome[0] else "exception", e)))
+            blob = cloudpickle.dumps(outcome + (rank,))
             code = 1
         channel.send(blob)
     if code:
