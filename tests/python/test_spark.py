@@ -111,6 +111,9 @@ def test_bad_arguments_are_refused_by_name(spark):
                                          "must be a positive number of "
                                          "seconds, not 0"):
         horovod.spark.run(collectives, num_proc=2, start_timeout=0)
+    with pytest.raises(TypeError, match="horovod.spark.run: args must be a "
+                                        "tuple or list"):
+        horovod.spark.run(collectives, args=0, num_proc=2)
     os.environ["HOROVOD_SPARK_START_TIMEOUT"] = "soon"
     try:
         with pytest.raises(ValueError, match="HOROVOD_SPARK_START_TIMEOUT="
@@ -373,6 +376,9 @@ def test_run_elastic_refuses_bad_sizes_by_name(spark):
                                          "elastic_timeout must be a positive "
                                          "number of seconds, not -1"):
         run(collectives, num_proc=2, elastic_timeout=-1)
+    with pytest.raises(TypeError, match="horovod.spark.run_elastic: func "
+                                        "must be callable, got str"):
+        run("collectives", num_proc=2)
 
 
 # ----- Estimators -----------------------------------------------------------

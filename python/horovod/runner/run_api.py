@@ -132,34 +132,29 @@ def job_cause(outcomes_by_rank):
     return cause_first(failures)[0] if failures else None
 
 
-def _payload(func, args, kwargs, counts):
-    """What the ranks are sent: func and its arguments, cloudpickled, once
-    they and the integer settings (`counts`, by name) are found to be of
-    the right kinds; a TypeError or ValueError naming the culprit, before
-    anything starts, otherwise."""
+def function_payload(caller, func, args, kwargs):
+    """What a launcher sends its ranks: func and its arguments,
+    cloudpickled, once they are found to be of the right kinds; a
+    TypeError from `caller` naming the culprit, before anything starts,
+    otherwise."""
     import cloudpickle
 
     if not callable(func):
-        raise TypeError("horovod.run: func must be callable, got %s"
-                        % type(func).__name__)
+        raise TypeError("%s: func must be callable, got %s"
+                        % (caller, type(func).__name__))
     if isinstance(args, (str, bytes, dict)) or \
             not hasattr(args, "__iter__"):
-        raise TypeError("horovod.run: args must be a tuple or list of "
-                        "func's positional arguments, got %s"
-                        % type(args).__name__)
+        raise TypeError("%s: args must be a tuple or list of func's "
+                        "positional arguments, got %s"
+                        % (caller, type(args).__name__))
     if kwargs is not None and not isinstance(kwargs, dict):
-        raise TypeError("horovod.run: kwargs must be a dict of func's "
-                        "keyword arguments, got %s" % type(kwargs).__name__)
-    for name, value in counts.items():
-        if value is not None and (isinstance(value, bool) or
-                                  not isinstance(value, int)):
-            raise ValueError("horovod.run: %s=%r is not an integer"
-                             % (name, value))
+        raise TypeError("%s: kwargs must be a dict of func's keyword "
+                        "arguments, got %s" % (caller, type(kwargs).__name__))
     try:
         return cloudpickle.dumps((func, tuple(args), dict(kwargs or {})))
     except Exception as e:
-        raise TypeError("horovod.run: func and its arguments cannot be sent "
-                        "to the ranks: %s: %s" % (type(e).__name__, e)) \
+        raise TypeError("%s: func and its arguments cannot be sent to the "
+                        "ranks: %s: %s" % (caller, type(e).__name__, e)) \
             from e
 
 
@@ -183,9 +178,13 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None,
 
     if hosts is not None and hostfile is not None:
         raise ValueError("give hosts or hostfile, not both")
-    payload = _payload(func, args, kwargs, dict(
-        np=np, min_np=min_np, max_np=max_np, slots=slots,
-        reset_limit=reset_limit))
+    for name, value in (("np", np), ("min_np", min_np), ("max_np", max_np),
+                        ("slots", slots), ("reset_limit", reset_limit)):
+        if value is not None and (isinstance(value, bool) or
+                                  not isinstance(value, int)):
+            raise ValueError("horovod.run: %s=%r is not an integer"
+                             % (name, value))
+    payload = function_payload("horovod.run", func, args, kwargs)
     argv = ["-np", str(np)]
     elastic = min_np is not None or max_np is not None
     for flag, value in (("--min-np", min_np), ("--max-np", max_np),

@@ -304,8 +304,6 @@ def run_elastic(fn, args=(), kwargs=None, num_proc=None, min_num_proc=None,
 
     Raises RuntimeError naming why when the job fails; the exception of a
     worker that raised is its cause."""
-    import cloudpickle
-
     sc = active_context("horovod.spark.run_elastic")
     min_num_proc = _alias(min_num_proc, min_np, "min_num_proc", "min_np")
     max_num_proc = _alias(max_num_proc, max_np, "max_num_proc", "max_np")
@@ -330,7 +328,7 @@ def run_elastic(fn, args=(), kwargs=None, num_proc=None, min_num_proc=None,
                          barrier=False)
     agents = _Agents(spark_job, max_num_proc)
     service = _ElasticService(
-        cloudpickle.dumps((fn, tuple(args), dict(kwargs or {}))), output,
+        run_api.function_payload(_CALLER, fn, args, kwargs), output,
         byte_sink(stdout or sys.stdout), byte_sink(stderr or sys.stderr),
         agents)
     addr, port = service.start(driver_address(sc), secret)

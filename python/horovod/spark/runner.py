@@ -168,8 +168,6 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None,
     Raises RuntimeError naming the rank when a rank raises (its exception
     is the cause) or dies, or when the Spark job fails; TimeoutError when
     the tasks do not all start within start_timeout."""
-    import cloudpickle
-
     sc = active_context("horovod.spark.run")
     if use_mpi:
         raise ValueError("horovod.spark.run: use_mpi=True is not supported: "
@@ -189,7 +187,7 @@ def run(fn, args=(), kwargs=None, num_proc=None, start_timeout=None,
         nics = [nics]
     output = Output(size=num_proc, timestamps=prefix_output_with_timestamp)
     service = RunService(
-        cloudpickle.dumps((fn, tuple(args), dict(kwargs or {}))), output,
+        run_api.function_payload("horovod.spark.run", fn, args, kwargs), output,
         byte_sink(stdout or sys.stdout), byte_sink(stderr or sys.stderr))
     secret = secrets.token_hex(32)
     addr, port = service.start(driver_address(sc), secret)
