@@ -2,6 +2,7 @@
 every Keras backend."""
 
 import math
+import numbers
 
 import keras
 import numpy as np
@@ -88,6 +89,37 @@ def _set_lr(optimizer, lr, momentum_correction):
             m.assign(m * (lr / old))
 
 
+def _number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _check_schedule(initial_lr, multiplier, start_epoch, end_epoch,
+                    steps_per_epoch):
+    """A schedule's arguments, refused by name when the callback is made
+    rather than when fit reaches them."""
+    if initial_lr is None:
+        raise ValueError("initial_lr must be given: Keras 3 optimizers "
+                         "do not remember the learning rate they were "
+                         "created with once a schedule changed it")
+    if not _number(initial_lr):
+        raise ValueError("initial_lr must be a number, got %r"
+                         % (initial_lr,))
+    if not (callable(multiplier) or _number(multiplier)):
+        raise ValueError("multiplier must be a number or a function of the "
+                         "epoch, got %r" % (multiplier,))
+    if not _number(start_epoch) or (end_epoch is not None and (
+            not _number(end_epoch) or end_epoch < start_epoch)):
+        raise ValueError("the epochs must be numbers with end_epoch (None: "
+                         "no end) not below start_epoch, got start_epoch=%r "
+                         "and end_epoch=%r" % (start_epoch, end_epoch))
+    if steps_per_epoch is not None and (
+            isinstance(steps_per_epoch, bool) or
+            not isinstance(steps_per_epoch, numbers.Integral) or
+            steps_per_epoch < 1):
+        raise ValueError("steps_per_epoch must be a positive integer, got %r"
+                         % (steps_per_epoch,))
+
+
 class LearningRateScheduleCallback(keras.callbacks.Callback):
     """Sets the learning rate to initial_lr * multiplier between start_epoch
     (inclusive) and end_epoch (exclusive). `multiplier` is a number or a
@@ -106,15 +138,13 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
         self.steps_per_epoch = steps_per_epoch
         self.verbose = verbose
         self.current_epoch = None
+        _check_schedule(initial_lr, multiplier, start_epoch, end_epoch,
+                        steps_per_epoch)
         if not callable(multiplier):
             self.staircase = True
             self.multiplier = lambda epoch: multiplier
         else:
             self.multiplier = multiplier
-        if self.initial_lr is None:
-            raise ValueError("initial_lr must be given: Keras 3 optimizers "
-                             "do not remember the learning rate they were "
-                             "created with once a schedule changed it")
 
     def _active(self, epoch):
         return epoch >= self.start_epoch and (
@@ -159,6 +189,9 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
                  steps_per_epoch=None, verbose=0):
+        if not _number(warmup_epochs) or warmup_epochs < 0:
+            raise ValueError("warmup_epochs must be a number of epochs, 0 "
+                             "or more, got %r" % (warmup_epochs,))
         size = _basics.size()
 
         def multiplier(epoch):

@@ -298,3 +298,18 @@ def check_errors():
         "gradient_predivide_factor must not be 0")
     raises(ValueError, lambda: hvd.callbacks.BestModelCheckpoint(mode="up"),
            "mode")
+    schedule = hvd.callbacks.LearningRateScheduleCallback
+    for kwargs, said in (
+            (dict(multiplier="x"), "multiplier must be a number or a "
+             "function of the epoch, got 'x'"),
+            (dict(initial_lr="0.1"), "initial_lr must be a number, got "
+             "'0.1'"),
+            (dict(start_epoch=3, end_epoch=1), "end_epoch (None: no end) not "
+             "below start_epoch, got start_epoch=3 and end_epoch=1"),
+            (dict(steps_per_epoch=0), "steps_per_epoch must be a positive "
+             "integer, got 0")):
+        raises(ValueError, lambda: schedule(**dict(
+            dict(initial_lr=0.1, multiplier=0.5), **kwargs)), said)
+    raises(ValueError, lambda: hvd.callbacks.LearningRateWarmupCallback(
+        initial_lr=0.1, warmup_epochs=-1), "warmup_epochs must be a number "
+        "of epochs, 0 or more, got -1")
