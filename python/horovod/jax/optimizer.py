@@ -45,6 +45,14 @@ def DistributedOptimizer(optimizer, op=Average, gradient_predivide_factor=1.0,
     applied every k-th update, summed over the passes or, with
     average_aggregated_gradients, averaged."""
     import optax
+    if not (callable(getattr(optimizer, "init", None)) and
+            callable(getattr(optimizer, "update", None))):
+        raise ValueError("DistributedOptimizer wraps an optax "
+                         "GradientTransformation, got %s"
+                         % type(optimizer).__name__)
+    # Wrapped again: the new reduction replaces the old one, as TensorFlow's
+    # and Keras's wrappers do, rather than reducing twice.
+    optimizer = _wrapped_by(optimizer) or optimizer
     check_passes(backward_passes_per_step)
     check_reduction_args(op, gradient_predivide_factor, None)
     k = int(backward_passes_per_step)
@@ -62,7 +70,16 @@ def DistributedOptimizer(optimizer, op=Average, gradient_predivide_factor=1.0,
                                       name, process_set)
         return optimizer.update(updates, state, params, **extra)
 
+    update_fn.horovod_wraps = optimizer
     tx = optax.GradientTransformationExtraArgs(init_fn, update_fn)
     if k > 1:
         tx = optax.MultiSteps(tx, every_k_schedule=k)
+        tx.horovod_wraps = optimizer
     return tx
+
+
+def _wrapped_by(tx):
+    """The optimizer a DistributedOptimizer `tx` wraps, else None (marked
+    on its update function, or on the MultiSteps it returned)."""
+    return getattr(tx, "horovod_wraps", None) or \
+        getattr(tx.update, "horovod_wraps", None)

@@ -237,6 +237,21 @@ def check_distributed_optimizer_equals_single_process():
         same(got[k], want[k], tol=1e-5)
 
 
+def check_wrapping_again_reduces_once():
+    # The second wrapper's reduction replaces the first's (averaged, not
+    # summed and then averaged), with or without accumulation.
+    for passes in (1, 2):
+        tx = hvd.DistributedOptimizer(hvd.DistributedOptimizer(
+            optax.sgd(1.0), op=hvd.Sum), op=hvd.Average,
+            backward_passes_per_step=passes)
+        p = {"w": jnp.ones(2)}
+        s = tx.init(p)
+        for _ in range(passes):
+            u, s = tx.update({"w": jnp.full(2, r + 1.0)}, s, p)
+        mean = passes * np.mean([k + 1 for k in ranks])
+        same(optax.apply_updates(p, u)["w"], np.full(2, 1.0 - mean))
+
+
 def check_gradients_of_integer_inputs_pass_through():
     # jax.grad(allow_int=True) gives integer leaves float0 gradients, which
     # hold no values: they are kept, the others reduced, eagerly and in jit.
@@ -278,6 +293,9 @@ def check_errors_name_value_and_rank():
         "gradient_predivide_factor must not be 0")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         optax.sgd(0.1), op=17), "unknown reduce op 17")
+    raises(ValueError, lambda: hvd.DistributedOptimizer("sgd"),
+           "DistributedOptimizer wraps an optax GradientTransformation, got "
+           "str")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         optax.sgd(0.1), backward_passes_per_step=1.5),
         "backward_passes_per_step must be an integer of at least 1, got 1.5")

@@ -137,20 +137,20 @@ def check_distributed_gradient_tape_equals_single_process():
 
 def check_wrapping_again_reduces_once():
     # A tape or an optimizer wrapped twice takes the second wrapper's
-    # reduction only: summed once, not once per wrapper.
+    # reduction only: averaged, not summed and then averaged.
     v = tf.Variable([1.0, 2.0])
-    summed = np.full(2, sum(k + 1 for k in ranks), np.float32)
+    mean = np.full(2, np.mean([k + 1 for k in ranks]), np.float32)
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(v * (r + 1))
     twice = hvd.DistributedGradientTape(hvd.DistributedGradientTape(
-        tape, op=hvd.Average), op=hvd.Sum)
+        tape, op=hvd.Sum), op=hvd.Average)
     assert type(twice).__mro__[2] is type(tape), type(twice).__mro__
-    same(twice.gradient(loss, [v])[0], summed)
+    same(twice.gradient(loss, [v])[0], mean)
     opt = hvd.DistributedOptimizer(hvd.DistributedOptimizer(
-        tf.compat.v1.train.GradientDescentOptimizer(0.1)), op=hvd.Sum)
+        tf.compat.v1.train.GradientDescentOptimizer(0.1), op=hvd.Sum))
     (g, _), = opt.compute_gradients(lambda: tf.reduce_sum(v * (r + 1)),
                                     var_list=[v])
-    same(g, summed)
+    same(g, mean)
 
 
 def check_partial_tape_keeps_local_layer_local():
