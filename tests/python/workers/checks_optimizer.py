@@ -240,9 +240,9 @@ def check_broadcast_optimizer_state_refuses_different_optimizers():
                 in str(e) and said in str(e), e
         else:
             raise AssertionError("broadcast_optimizer_state took %r" % mine)
-    same = torch.optim.Adam(m.parameters(), lr=0.1 * (r + 1))
-    hvd.broadcast_optimizer_state(same, root_rank=0)
-    assert same.param_groups[0]["lr"] == 0.1
+    adam = torch.optim.Adam(m.parameters(), lr=0.1 * (r + 1))
+    hvd.broadcast_optimizer_state(adam, root_rank=0)
+    assert adam.param_groups[0]["lr"] == 0.1
 
 
 def check_broadcast_optimizer_state_refuses_lbfgs():
@@ -334,6 +334,12 @@ def check_passes_and_predivide_that_cannot_work_are_refused():
         raise AssertionError("DistributedOptimizer took a model")
     opt = hvd.DistributedOptimizer(sgd(m.parameters()),
                                    named_parameters=m.named_parameters())
+    try:  # the collectives that take a compressor check it too
+        hvd.allreduce(torch.ones(2), compression="fp16")
+    except ValueError as e:
+        assert "compression must be a compressor" in str(e), e
+    else:
+        raise AssertionError("allreduce took compression='fp16'")
     try:  # a second wrapper would reduce every gradient twice
         hvd.DistributedOptimizer(opt, named_parameters=m.named_parameters())
     except ValueError as e:
