@@ -169,7 +169,9 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
               prescale_factor=1.0, postscale_factor=1.0,
               process_set=global_process_set):
     """Returns the reduction of `tensor` over all ranks (differentiable)."""
-    compression = checked_compression(compression, Compression.none)
+    # No call for the usual None: this is a per-call path.
+    compression = Compression.none if compression is None else \
+        checked_compression(compression, None)
     compressed, ctx = compression.compress(tensor)
     out = _apply(HorovodAllreduce, compressed, average, name, op,
                  prescale_factor, postscale_factor, process_set)
