@@ -46,6 +46,9 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                             scale_local_gradients=True):
     """Wraps `gradtape` so that gradient() averages (or `op`-reduces)
     the gradients across the ranks of `process_set`."""
+    if not isinstance(gradtape, tf.GradientTape):
+        raise ValueError("DistributedGradientTape wraps a tf.GradientTape, "
+                         "got %s" % type(gradtape).__name__)
     if num_groups != 0 and groups is None:
         groups = num_groups
     reducer = GradientReducer("DistributedGradientTape", compression,
@@ -82,6 +85,11 @@ def PartialDistributedGradientTape(gradtape, device_dense="",
     elif not isinstance(local_layers, (list, tuple)):
         local_layers = [local_layers]
     for layer in local_layers:
+        if not hasattr(layer, "trainable_weights"):
+            raise ValueError(
+                "local_layers takes a Keras layer or a list of them, got %s; "
+                "a single variable is kept local with the tape's "
+                "register_local_source" % type(layer).__name__)
         for w in layer.trainable_weights:
             tape.register_local_source(w)
     return tape

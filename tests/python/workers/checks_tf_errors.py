@@ -213,6 +213,11 @@ def check_distributed_optimizer_refuses_what_it_cannot_do():
         raises(ValueError, lambda: wrap("fp16"), "compression must be a "
                "compressor such as Compression.none or Compression.fp16 "
                "(with compress and decompress), got 'fp16'")
+    raises(ValueError, lambda: hvd.DistributedGradientTape("tape"),
+           "DistributedGradientTape wraps a tf.GradientTape, got str")
+    raises(ValueError, lambda: hvd.PartialDistributedGradientTape(
+        tape, local_layers=[tf.Variable(1.0)]), "local_layers takes a Keras "
+        "layer or a list of them, got ResourceVariable")
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         tf.compat.v1.train.GradientDescentOptimizer(0.1), op=17),
         "unknown reduce op 17; the ops are Average (0)")
