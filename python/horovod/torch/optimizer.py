@@ -9,6 +9,7 @@ _DistributedAdasumOptimizer)."""
 
 import os
 import warnings
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -25,6 +26,11 @@ from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_,
 
 # A gradient whose allreduce waits for step() (see _overlaps_backward).
 _DEFERRED = "deferred"
+
+
+def _remove_hooks(handles):
+    for handle in handles:
+        handle.remove()
 
 
 def host_is_full(local_ranks, ranks, threads, cores):
@@ -142,12 +148,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._allreduce_delay[p] = passes
 
     def _register_hooks(self):
+        # A parameter outlives its optimizer (a new one made over the same
+        # model, for a new stage of training): the hooks hold the optimizer
+        # weakly and are removed with it, so a dropped optimizer's hooks do
+        # not go on reducing gradients that a new one also reduces.
+        me = weakref.ref(self)
+
+        def hook(p):
+            optimizer = me()
+            if optimizer is not None:
+                optimizer._hook(p)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.requires_grad:
                     self._requires_update.add(p)
                     self._hook_handles.append(
-                        p.register_post_accumulate_grad_hook(self._hook))
+                        p.register_post_accumulate_grad_hook(hook))
+        weakref.finalize(self, _remove_hooks, self._hook_handles)
 
     def _scales(self):
         if self.op == Average:

@@ -267,6 +267,25 @@ def check_process_set_optimizer_averages_within_the_set_only():
     close_all(m.weight.detach(), torch.full((1, 2), 1.0 - grad))
 
 
+def check_a_dropped_optimizer_stops_reducing():
+    # A new DistributedOptimizer over the same model (a new stage of
+    # training): the one it replaces goes with its hooks, which would
+    # otherwise reduce every gradient a second time and fail its next
+    # backward ("computed more than backward_passes_per_step times").
+    m = model()
+    count = len(list(m.parameters()))
+    for _ in range(2):
+        opt = hvd.DistributedOptimizer(sgd(m.parameters()),
+                                       named_parameters=m.named_parameters())
+        for _ in range(2):
+            before = hvd.metrics()["tensors"]
+            opt.zero_grad()
+            m(X[0, :B]).sum().backward()
+            opt.step()
+            assert hvd.metrics()["tensors"] - before == count, \
+                hvd.metrics()["tensors"] - before
+
+
 def check_unnamed_parameters_get_upstream_names():
     m = model()
     opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1))
