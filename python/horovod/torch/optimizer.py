@@ -89,6 +89,15 @@ def _checked_names(param_groups, named_parameters):
     return named_parameters
 
 
+def _added_names(param_groups, names):
+    """Names for the parameters of the group added last: those
+    named_parameters gave (`names`: parameter to name), else upstream's
+    unnamed form for their group and place."""
+    gi = len(param_groups) - 1
+    return [names.get(p, "allreduce.noname.%d.%d" % (gi, j))
+            for j, p in enumerate(param_groups[-1]["params"])]
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1, op=Average,
@@ -108,6 +117,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.sparse_as_dense = sparse_as_dense
         self._handles = {}
         self._hook_handles = []
+        self._hook_fn = None  # set when the parameters are hooked
         self._synchronized = False
         self._should_synchronize = True
         self._groups = self._make_groups(groups, all_params)
@@ -158,13 +168,31 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             optimizer = me()
             if optimizer is not None:
                 optimizer._hook(p)
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.requires_grad:
-                    self._requires_update.add(p)
-                    self._hook_handles.append(
-                        p.register_post_accumulate_grad_hook(hook))
+        self._hook_fn = hook
+        self._hook_params([p for g in self.param_groups for p in g["params"]])
         weakref.finalize(self, _remove_hooks, self._hook_handles)
+
+    def _hook_params(self, params):
+        for p in params:
+            if p.requires_grad:
+                self._requires_update.add(p)
+                self._hook_handles.append(
+                    p.register_post_accumulate_grad_hook(self._hook_fn))
+
+    def add_param_group(self, param_group):
+        """torch's; the new group's parameters are then reduced as the
+        others are (left out, each rank would train them on its own
+        gradients and the ranks' weights would drift apart)."""
+        super(self.__class__, self).add_param_group(param_group)
+        if "_parameter_names" not in self.__dict__:
+            return  # torch's __init__ adding the first groups
+        added = self.param_groups[-1]["params"]
+        for p, name in zip(added, _added_names(self.param_groups,
+                                               self._parameter_names)):
+            self._parameter_names.setdefault(p, name)
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        if self._hook_fn is not None:
+            self._hook_params(added)
 
     def _scales(self):
         if self.op == Average:
@@ -343,17 +371,31 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         self._compression = compression
         self._process_set = process_set
-        names = dict((v, k) for k, v in
-                     _checked_names(self.param_groups, named_parameters))
+        self._all_names = dict(
+            (v, k) for k, v in _checked_names(self.param_groups,
+                                              named_parameters))
         self._params = [p for g in self.param_groups for p in g["params"]
                         if p.requires_grad]
-        self._names = [names[p] for p in self._params]
+        self._names = [self._all_names[p] for p in self._params]
         self.backward_passes_per_step = backward_passes_per_step
         self._starts = None  # the weights a step starts from, kept
 
     def set_backward_passes_per_step(self, passes):
         check_passes(passes)
         self.backward_passes_per_step = passes
+
+    def add_param_group(self, param_group):
+        """torch's; the new group's weight changes are then combined as the
+        others' are."""
+        super(self.__class__, self).add_param_group(param_group)
+        if "_params" not in self.__dict__:
+            return  # torch's __init__ adding the first groups
+        for p, name in zip(self.param_groups[-1]["params"],
+                           _added_names(self.param_groups, self._all_names)):
+            if p.requires_grad:
+                self._params.append(p)
+                self._names.append(name)
+        self._starts = None  # made again, one per parameter, at the step
 
     def synchronize(self):
         """Nothing to wait for: Adasum exchanges weight changes in step()."""

@@ -148,3 +148,21 @@ def check_distributed_optimizer_combines_weight_changes():
         raise AssertionError("skip_synchronize accepted")
     except AssertionError as e:
         assert "not supported" in str(e), e
+
+
+def check_a_parameter_group_added_later_is_combined_too():
+    # The first layer frozen at first, then added for fine-tuning: its
+    # weight changes are combined as the others' are, so the ranks stay
+    # together (left out, each would keep its own step).
+    if not POW2:
+        return
+    m = model()
+    first, last = list(m[0].parameters()), list(m[2].parameters())
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(last, lr=0.1),
+                                   op=hvd.Adasum)
+    opt.add_param_group({"params": first})
+    for _ in range(2):
+        opt.zero_grad()
+        local_step(m, r, 0.1)
+        opt.step()
+    same_everywhere(flat(m))

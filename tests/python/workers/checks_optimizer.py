@@ -286,6 +286,31 @@ def check_a_dropped_optimizer_stops_reducing():
                 hvd.metrics()["tensors"] - before
 
 
+def check_a_parameter_group_added_later_is_reduced_too():
+    # A layer unfrozen for fine-tuning joins through add_param_group: its
+    # gradients are averaged as the others' are (left out, each rank would
+    # train it on its own gradients), named or not.
+    for named in (False, True):
+        a = torch.nn.Linear(2, 1, bias=False)
+        b = torch.nn.Linear(2, 1, bias=False)
+        for p in (a.weight, b.weight):
+            torch.nn.init.ones_(p)
+        names = [("a", a.weight), ("b", b.weight)] if named else None
+        opt = hvd.DistributedOptimizer(torch.optim.SGD([a.weight], lr=1.0),
+                                       named_parameters=names)
+        opt.add_param_group({"params": [b.weight], "lr": 1.0})
+        if not named:
+            assert opt._parameter_names[b.weight] == "allreduce.noname.1.0"
+        for step in range(2):
+            opt.zero_grad()
+            ((a(torch.ones(1, 2)) + b(torch.ones(1, 2))) * (r + 1)).sum() \
+                .backward()
+            opt.step()
+        want = 1.0 - 2 * sum(k + 1 for k in range(n)) / n
+        for p in (a.weight, b.weight):
+            close_all(p.detach(), torch.full((1, 2), want))
+
+
 def check_unnamed_parameters_get_upstream_names():
     m = model()
     opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1))
