@@ -118,6 +118,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles = {}
         self._hook_handles = []
         self._hook_fn = None  # set when the parameters are hooked
+        self._frozen = []  # hooked once they need gradients
         self._synchronized = False
         self._should_synchronize = True
         self._groups = self._make_groups(groups, all_params)
@@ -178,6 +179,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._requires_update.add(p)
                 self._hook_handles.append(
                     p.register_post_accumulate_grad_hook(self._hook_fn))
+            else:  # torch hooks only what needs gradients
+                self._frozen.append(p)
+
+    def _hook_unfrozen(self):
+        """Frozen parameters made trainable since (a layer unfrozen for
+        fine-tuning) are hooked from now on, and reduced from this step:
+        synchronize starts what their hooks could not. Left out, each rank
+        would train them on its own gradients."""
+        thawed = [p for p in self._frozen if p.requires_grad]
+        if thawed:
+            self._frozen = [p for p in self._frozen if not p.requires_grad]
+            self._hook_params(thawed)
 
     def add_param_group(self, param_group):
         """torch's; the new group's parameters are then reduced as the
@@ -282,6 +295,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce (starting those whose hooks
         did not fire) and writes the results into the gradients."""
+        if self._frozen:
+            self._hook_unfrozen()
         if not self._requires_update:
             self._synchronized = True
             return
@@ -374,9 +389,9 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._all_names = dict(
             (v, k) for k, v in _checked_names(self.param_groups,
                                               named_parameters))
-        self._params = [p for g in self.param_groups for p in g["params"]
-                        if p.requires_grad]
-        self._names = [self._all_names[p] for p in self._params]
+        self._params, self._names, self._frozen = [], [], []
+        self._take([(p, self._all_names[p]) for g in self.param_groups
+                    for p in g["params"]])
         self.backward_passes_per_step = backward_passes_per_step
         self._starts = None  # the weights a step starts from, kept
 
@@ -390,11 +405,20 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).add_param_group(param_group)
         if "_params" not in self.__dict__:
             return  # torch's __init__ adding the first groups
-        for p, name in zip(self.param_groups[-1]["params"],
-                           _added_names(self.param_groups, self._all_names)):
+        self._take(list(zip(self.param_groups[-1]["params"], _added_names(
+            self.param_groups, self._all_names))))
+
+    def _take(self, named):
+        """Combines the weight changes of these (parameter, name) pairs
+        from now on; frozen ones once they are made trainable (a layer
+        unfrozen for fine-tuning), which each rank would otherwise step
+        on its own."""
+        for p, name in named:
             if p.requires_grad:
                 self._params.append(p)
                 self._names.append(name)
+            else:
+                self._frozen.append((p, name))
         self._starts = None  # made again, one per parameter, at the step
 
     def synchronize(self):
@@ -412,6 +436,9 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         if not self._process_set.included():
             super(self.__class__, self).step()  # outside the set: local
             return loss
+        if any(p.requires_grad for p, _ in self._frozen):
+            frozen, self._frozen = self._frozen, []
+            self._take(frozen)
         if self._starts is None or any(s.shape != p.shape for s, p in
                                        zip(self._starts, self._params)):
             self._starts = [torch.empty_like(p) for p in self._params]

@@ -150,19 +150,29 @@ def check_distributed_optimizer_combines_weight_changes():
         assert "not supported" in str(e), e
 
 
-def check_a_parameter_group_added_later_is_combined_too():
-    # The first layer frozen at first, then added for fine-tuning: its
-    # weight changes are combined as the others' are, so the ranks stay
-    # together (left out, each would keep its own step).
+def check_parameters_added_or_unfrozen_later_are_combined_too():
+    # The first layer frozen at first, then made trainable for fine-tuning
+    # through add_param_group or requires_grad: its weight changes are
+    # combined as the others' are, so the ranks stay together (left out,
+    # each would keep its own step).
     if not POW2:
         return
-    m = model()
-    first, last = list(m[0].parameters()), list(m[2].parameters())
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(last, lr=0.1),
-                                   op=hvd.Adasum)
-    opt.add_param_group({"params": first})
-    for _ in range(2):
-        opt.zero_grad()
-        local_step(m, r, 0.1)
-        opt.step()
-    same_everywhere(flat(m))
+    for how in ("added", "unfrozen"):
+        m = model()
+        first, last = list(m[0].parameters()), list(m[2].parameters())
+        if how == "added":
+            opt = hvd.DistributedOptimizer(torch.optim.SGD(last, lr=0.1),
+                                           op=hvd.Adasum)
+            opt.add_param_group({"params": first})
+        else:
+            for p in first:
+                p.requires_grad_(False)
+            opt = hvd.DistributedOptimizer(
+                torch.optim.SGD(m.parameters(), lr=0.1), op=hvd.Adasum)
+            for p in first:
+                p.requires_grad_(True)
+        for _ in range(2):
+            opt.zero_grad()
+            local_step(m, r, 0.1)
+            opt.step()
+        same_everywhere(flat(m))

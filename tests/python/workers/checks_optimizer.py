@@ -286,20 +286,29 @@ def check_a_dropped_optimizer_stops_reducing():
                 hvd.metrics()["tensors"] - before
 
 
-def check_a_parameter_group_added_later_is_reduced_too():
-    # A layer unfrozen for fine-tuning joins through add_param_group: its
-    # gradients are averaged as the others' are (left out, each rank would
-    # train it on its own gradients), named or not.
-    for named in (False, True):
+def check_parameters_added_or_unfrozen_later_are_reduced_too():
+    # A layer made trainable for fine-tuning, through add_param_group
+    # (named or not) or by setting requires_grad on a parameter the
+    # optimizer held frozen: its gradients are averaged as the others'
+    # are, from that step on (left out, each rank would train it on its
+    # own gradients and the ranks' weights would drift apart).
+    for how in ("added", "added and named", "unfrozen"):
         a = torch.nn.Linear(2, 1, bias=False)
         b = torch.nn.Linear(2, 1, bias=False)
         for p in (a.weight, b.weight):
             torch.nn.init.ones_(p)
-        names = [("a", a.weight), ("b", b.weight)] if named else None
-        opt = hvd.DistributedOptimizer(torch.optim.SGD([a.weight], lr=1.0),
-                                       named_parameters=names)
-        opt.add_param_group({"params": [b.weight], "lr": 1.0})
-        if not named:
+        names = [("a", a.weight), ("b", b.weight)] if "named" in how \
+            else None
+        if how == "unfrozen":
+            b.weight.requires_grad_(False)
+            opt = hvd.DistributedOptimizer(
+                torch.optim.SGD([a.weight, b.weight], lr=1.0))
+            b.weight.requires_grad_(True)
+        else:
+            opt = hvd.DistributedOptimizer(
+                torch.optim.SGD([a.weight], lr=1.0), named_parameters=names)
+            opt.add_param_group({"params": [b.weight], "lr": 1.0})
+        if how == "added":
             assert opt._parameter_names[b.weight] == "allreduce.noname.1.0"
         for step in range(2):
             opt.zero_grad()
