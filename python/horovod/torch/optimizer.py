@@ -118,7 +118,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles = {}
         self._hook_handles = []
         self._hook_fn = None  # set when the parameters are hooked
-        self._frozen = []  # hooked once they need gradients
+        self._hooked = set()  # parameters with a hook, each hooked once
+        self._frozen = []  # reduced again once they need gradients
         self._synchronized = False
         self._should_synchronize = True
         self._groups = self._make_groups(groups, all_params)
@@ -175,12 +176,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _hook_params(self, params):
         for p in params:
-            if p.requires_grad:
-                self._requires_update.add(p)
+            if not p.requires_grad:  # torch hooks only what needs gradients
+                self._frozen.append(p)
+                continue
+            self._requires_update.add(p)
+            if p not in self._hooked:
+                self._hooked.add(p)
                 self._hook_handles.append(
                     p.register_post_accumulate_grad_hook(self._hook_fn))
-            else:  # torch hooks only what needs gradients
-                self._frozen.append(p)
 
     def _hook_unfrozen(self):
         """Frozen parameters made trainable since (a layer unfrozen for
@@ -307,6 +310,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._group_allreduce_async(gi)
         for p in self._requires_update - set(self._handles):
             if p in self._group_of:
+                continue
+            if not p.requires_grad:
+                # Frozen since it was hooked: no gradient, which torch's
+                # step skips; a zero one would let momentum move it.
+                self._requires_update.discard(p)
+                self._frozen.append(p)
                 continue
             self._handles[p] = self._allreduce_grad_async(p)
         try:

@@ -320,6 +320,36 @@ def check_parameters_added_or_unfrozen_later_are_reduced_too():
             close_all(p.detach(), torch.full((1, 2), want))
 
 
+def check_a_layer_frozen_later_stays_put_and_thaws_again():
+    # Frozen after a step, a layer keeps its weights, as in torch (no zero
+    # gradient for momentum to move it by); made trainable again it is
+    # reduced once a step (hooked once), the ranks together.
+    a = torch.nn.Linear(2, 1, bias=False)
+    b = torch.nn.Linear(2, 1, bias=False)
+    for p in (a.weight, b.weight):
+        torch.nn.init.ones_(p)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD([a.weight, b.weight], lr=0.1, momentum=0.9))
+
+    def step():
+        before = hvd.metrics()["tensors"]
+        opt.zero_grad()
+        ((a(torch.ones(1, 2)) + b(torch.ones(1, 2))) * (r + 1)).sum() \
+            .backward()
+        opt.step()
+        return hvd.metrics()["tensors"] - before
+    assert step() == 2
+    b.weight.requires_grad_(False)
+    kept = b.weight.detach().clone()
+    assert [step(), step()] == [1, 1]
+    close_all(b.weight.detach(), kept)
+    assert b.weight.grad is None
+    b.weight.requires_grad_(True)
+    assert [step(), step()] == [2, 2]
+    for p in (a.weight, b.weight):
+        close_all(hvd.broadcast(p.detach(), 0), p.detach())
+
+
 def check_unnamed_parameters_get_upstream_names():
     m = model()
     opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1))
