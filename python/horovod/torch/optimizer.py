@@ -13,6 +13,7 @@ import weakref
 from contextlib import contextmanager
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from horovod.common.compression import checked as checked_compression
 from horovod.common.exceptions import HorovodInternalError
@@ -27,9 +28,15 @@ from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_,
 # A gradient whose allreduce waits for step() (see _overlaps_backward).
 _DEFERRED = "deferred"
 
+# The live DistributedOptimizer whose hook reduces each parameter's
+# gradient: the last one made over it. Hooks sit on the parameters, which
+# any number of optimizers made over the same model share and which
+# outlast them, so who holds a parameter's hook is known per process.
+_hook_owners = WeakIdKeyDictionary()
+
 
 def _remove_hooks(handles):
-    for handle in handles:
+    for handle in handles.values():
         handle.remove()
 
 
@@ -116,9 +123,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
         self._handles = {}
-        self._hook_handles = []
+        self._hook_handles = {}  # parameter: its hook, each hooked once
         self._hook_fn = None  # set when the parameters are hooked
-        self._hooked = set()  # parameters with a hook, each hooked once
+        self._taken = set()  # hooked since by a newer optimizer
         self._frozen = []  # reduced again once they need gradients
         self._synchronized = False
         self._should_synchronize = True
@@ -180,10 +187,44 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._frozen.append(p)
                 continue
             self._requires_update.add(p)
-            if p not in self._hooked:
-                self._hooked.add(p)
-                self._hook_handles.append(
-                    p.register_post_accumulate_grad_hook(self._hook_fn))
+            if p in self._hook_handles:
+                continue
+            owner = _hook_owners.get(p)
+            owner = owner() if owner is not None else None
+            if owner is not None:
+                owner._give_up(p)
+            _hook_owners[p] = weakref.ref(self)
+            self._taken.discard(p)
+            self._hook_handles[p] = p.register_post_accumulate_grad_hook(
+                self._hook_fn)
+
+    def _give_up(self, p):
+        """A newer DistributedOptimizer made over `p` hooks it instead:
+        two hooks would reduce its gradient twice, and this one's would
+        fail the next backward (`computed more than
+        backward_passes_per_step times`) while the newer one is used."""
+        self._hook_handles.pop(p).remove()
+        self._taken.add(p)
+
+    def _take_back(self):
+        """Hooks again the parameters a newer optimizer took and has
+        since let go with its life. While it lives, stepping this one
+        would reduce gradients whose allreduces that one started."""
+        taken = [p for g in self.param_groups for p in g["params"]
+                 if p in self._taken]
+        for p in taken:
+            owner = _hook_owners.get(p)
+            if owner is not None and owner() is not None:
+                raise RuntimeError(
+                    "parameter %r of this DistributedOptimizer (rank %d) is "
+                    "reduced by a DistributedOptimizer made over it since, "
+                    "which is still alive: the last one made over a "
+                    "parameter reduces its gradient. Step that one, or drop "
+                    "it (del) before stepping this one" %
+                    (self._parameter_names.get(p), rank()))
+        self._taken.clear()
+        self._requires_update.difference_update(taken)
+        self._hook_params(taken)
 
     def _hook_unfrozen(self):
         """Frozen parameters made trainable since (a layer unfrozen for
@@ -298,6 +339,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce (starting those whose hooks
         did not fire) and writes the results into the gradients."""
+        if self._taken:
+            self._take_back()
         if self._frozen:
             self._hook_unfrozen()
         if not self._requires_update:

@@ -286,6 +286,39 @@ def check_a_dropped_optimizer_stops_reducing():
                 hvd.metrics()["tensors"] - before
 
 
+def check_a_newer_optimizer_over_the_model_takes_its_hooks():
+    # Two DistributedOptimizers alive over one model (a new one loaded
+    # from the state_dict of one still referenced): the newer reduces each
+    # gradient once, the ranks together; the older refuses to step while
+    # the newer lives (its gradients went to the newer's allreduces), and
+    # steps again, hooked again, once the newer is gone.
+    m = model()
+    count = len(list(m.parameters()))
+
+    def step(opt):
+        before = hvd.metrics()["tensors"]
+        opt.zero_grad()
+        m(X[0, r * B:(r + 1) * B]).sum().backward()
+        opt.step()
+        return hvd.metrics()["tensors"] - before
+    older = hvd.DistributedOptimizer(sgd(m.parameters()),
+                                     named_parameters=m.named_parameters())
+    assert step(older) == count
+    newer = hvd.DistributedOptimizer(sgd(m.parameters()),
+                                     named_parameters=m.named_parameters())
+    newer.load_state_dict(older.state_dict())
+    assert [step(newer), step(newer)] == [count, count]
+    try:
+        step(older)
+        raise AssertionError("the older optimizer stepped")
+    except RuntimeError as e:
+        assert "made over it since" in str(e) and "rank %d" % r in str(e), e
+    newer.synchronize()
+    del newer
+    assert [step(older), step(older)] == [count, count]
+    close_all(hvd.broadcast(params(m), 0), params(m))
+
+
 def check_parameters_added_or_unfrozen_later_are_reduced_too():
     # A layer made trainable for fine-tuning, through add_param_group
     # (named or not) or by setting requires_grad on a parameter the
