@@ -14,6 +14,8 @@ accumulated gradients travel.
 Thread-safety: a distributed optimizer is used by the thread that trains.
 """
 
+import sys
+
 import keras
 
 from horovod.common.compression import HalfCompressor, NoneCompressor
@@ -152,14 +154,16 @@ class _DistributedOptimizer:
     """Mixed in before the wrapped optimizer's class."""
 
     def _hvd_setup(self, reducer, passes, average_aggregated,
-                   scale_local_gradients):
+                   scale_local_gradients, local=None):
         # Set past Keras's attribute tracking: a tracked list of the model's
         # variables would make them optimizer variables too (saved with the
         # optimizer, donated twice by the JAX trainer).
         for key, value in (("_hvd_reducer", reducer), ("_hvd_passes", passes),
                            ("_hvd_average_aggregated", average_aggregated),
                            ("_hvd_scale_local", scale_local_gradients),
-                           ("_hvd_local", set()), ("_hvd_variables", None)):
+                           ("_hvd_local", set() if local is None else local),
+                           ("_hvd_variables", None),
+                           ("_hvd_reduced_outside", False)):
             object.__setattr__(self, key, value)
 
     def register_local_var(self, var):
@@ -167,20 +171,36 @@ class _DistributedOptimizer:
         (divided by the set size when scale_local_gradients)."""
         self._hvd_local.add(id(var))
 
+    # Keras's LossScaleOptimizer sets its inner optimizer's factor to None
+    # when it is made around one, as compile makes one under the
+    # mixed_float16 policy: through the setter, or, where TensorFlow's
+    # tracking skips assigning the value the attribute holds, the getter.
+    @property
+    def loss_scale_factor(self):
+        self._hvd_find_loss_scaler()
+        return self.__dict__.get("loss_scale_factor")
+
+    @loss_scale_factor.setter
+    def loss_scale_factor(self, value):
+        self.__dict__["loss_scale_factor"] = value
+        self._hvd_find_loss_scaler()
+
+    def _hvd_find_loss_scaler(self):
+        if "_hvd_reducer" in self.__dict__ and not self.built and \
+                not self._hvd_reduced_outside:
+            outer = _loss_scaler_around(self)
+            if outer is not None:
+                _reduce_outside(self, outer)
+
     def _backend_apply_gradients(self, grads, trainable_variables):
         # Remembered for _clip_gradients, which sees the gradients only.
         object.__setattr__(self, "_hvd_variables", list(trainable_variables))
         return super()._backend_apply_gradients(grads, trainable_variables)
 
-    def _clip_gradients(self, grads):
+    def _hvd_reduce(self, grads, variables):
+        """`grads` reduced across the ranks, but those of the variables
+        registered local (divided by the set size if asked)."""
         grads = list(grads)
-        variables = self._hvd_variables
-        if variables is None or len(variables) != len(grads):
-            variables = list(self._trainable_variables)[:len(grads)]
-        if self._hvd_passes > 1 and not self._hvd_average_aggregated:
-            # Keras averages the accumulated passes; upstream sums them.
-            grads = [None if g is None else g * self._hvd_passes
-                     for g in grads]
         local = [i for i, v in enumerate(variables)
                  if id(v) in self._hvd_local]
         shared = [i for i in range(len(grads)) if i not in local]
@@ -194,15 +214,89 @@ class _DistributedOptimizer:
             for i in local:
                 if grads[i] is not None:
                     grads[i] = grads[i] / n
-        return super()._clip_gradients(grads)
+        return grads
+
+    def _clip_gradients(self, grads):
+        if self._hvd_reduced_outside:
+            return super()._clip_gradients(grads)
+        grads = list(grads)
+        variables = self._hvd_variables
+        if variables is None or len(variables) != len(grads):
+            variables = list(self._trainable_variables)[:len(grads)]
+        if self._hvd_passes > 1 and not self._hvd_average_aggregated:
+            # Keras averages the accumulated passes; upstream sums them.
+            grads = [None if g is None else g * self._hvd_passes
+                     for g in grads]
+        return super()._clip_gradients(self._hvd_reduce(grads, variables))
+
+
+class _DistributedLossScaleOptimizer(_DistributedOptimizer):
+    """Mixed in before a LossScaleOptimizer: the scaled gradients are
+    reduced before the loss scale checks them for overflow, so every rank
+    finds the same answer and skips or applies the same steps. Checked on
+    each rank's own gradients, a rank whose gradients overflowed would skip
+    the reduction that the others wait in."""
+
+    def apply(self, grads, trainable_variables=None):
+        variables = list(trainable_variables if trainable_variables
+                         is not None else self._trainable_variables)
+        return super().apply(self._hvd_reduce(grads, variables),
+                             trainable_variables)
+
+    def stateless_apply(self, optimizer_variables, grads,
+                        trainable_variables):
+        return super().stateless_apply(
+            optimizer_variables,
+            self._hvd_reduce(grads, list(self._trainable_variables)),
+            trainable_variables)
+
+
+def _loss_scaler_around(optimizer):
+    """The LossScaleOptimizer being made around `optimizer`, found among
+    its callers' frames (its __init__ sets the inner one's
+    loss_scale_factor through Keras's __setattr__), else None."""
+    frame = sys._getframe(2)
+    try:
+        for _ in range(5):
+            if frame is None:
+                return None
+            outer = frame.f_locals.get("self")
+            if isinstance(outer, keras.optimizers.LossScaleOptimizer) and \
+                    getattr(outer, "inner_optimizer", None) is optimizer:
+                return outer
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
+
+
+def _reduce_outside(inner, outer):
+    """A LossScaleOptimizer made around a distributed optimizer (as
+    compile makes one under the mixed_float16 policy) takes over its
+    reduction: reduced inside, the gradients would be reduced only on the
+    ranks where they did not overflow, and the others would skip the
+    reduction those wait in."""
+    if inner._hvd_passes > 1:
+        raise ValueError(
+            "a LossScaleOptimizer (made by compile under the mixed_float16 "
+            "policy) cannot hold a DistributedOptimizer with "
+            "backward_passes_per_step=%d (rank %d): set "
+            "gradient_accumulation_steps on the Keras optimizer instead"
+            % (inner._hvd_passes, _basics.rank()))
+    outer.__class__ = _distributed_class(type(outer))
+    outer._hvd_setup(inner._hvd_reducer, 1, False, inner._hvd_scale_local,
+                     local=inner._hvd_local)
+    object.__setattr__(inner, "_hvd_reduced_outside", True)
 
 
 def _distributed_class(base):
     # Named and placed like the wrapped class, so a saved model refers to
     # the plain optimizer; load_model wraps it again.
-    cls = type(base.__name__, (_DistributedOptimizer, base),
+    mixin = _DistributedLossScaleOptimizer if issubclass(
+        base, keras.optimizers.LossScaleOptimizer) else _DistributedOptimizer
+    cls = type(base.__name__, (mixin, base),
                {"__module__": base.__module__,
-                "__qualname__": base.__qualname__})
+                "__qualname__": base.__qualname__, "_hvd_base": base})
     return cls
 
 
@@ -221,7 +315,13 @@ def create_distributed_optimizer(optimizer, name, compression,
                        gradient_predivide_factor, groups, process_set)
     base = type(optimizer)
     if isinstance(optimizer, _DistributedOptimizer):
-        base = base.__mro__[2]
+        base = base._hvd_base
+    if backward_passes_per_step > 1 and issubclass(
+            base, keras.optimizers.LossScaleOptimizer):
+        raise ValueError(
+            "backward_passes_per_step=%d with a LossScaleOptimizer (rank "
+            "%d): set gradient_accumulation_steps on its inner optimizer "
+            "instead" % (backward_passes_per_step, _basics.rank()))
     cls = _distributed_class(base)
     if in_place:
         # Keeps the optimizer's variables (a loaded model's state).

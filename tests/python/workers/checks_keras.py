@@ -247,6 +247,42 @@ def check_best_model_checkpoint_saves_on_rank_0_when_improved():
     assert np.isfinite(best.best)
 
 
+def check_loss_scaling_skips_and_applies_the_same_steps_everywhere():
+    # Under the mixed_float16 policy compile wraps the distributed
+    # optimizer in a LossScaleOptimizer; a user may wrap one instead. Only
+    # rank 0's gradients overflow float16 at the first loss scales: every
+    # rank skips those steps (halving its scale) and applies the later
+    # ones, on the same gradients. Checked on each rank's own gradients,
+    # rank 0 would skip the reduction that the others wait in.
+    policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        for how in ("compile wraps", "wrapped", "wraps"):
+            keras.utils.set_random_seed(1)
+            m = keras.Sequential([keras.Input((D,)), keras.layers.Dense(8),
+                                  keras.layers.Dense(1)])
+            start = flat(m.trainable_weights)
+            sgd = keras.optimizers.SGD(1e-4)
+            opt = {"compile wraps": lambda: hvd.DistributedOptimizer(sgd),
+                   "wrapped": lambda: keras.optimizers.LossScaleOptimizer(
+                       hvd.DistributedOptimizer(sgd)),
+                   "wraps": lambda: hvd.DistributedOptimizer(
+                       keras.optimizers.LossScaleOptimizer(sgd))}[how]()
+            m.compile(optimizer=opt, loss="mse")
+            m.fit(X[MINE] * (4.0 if r == 0 else 1.0), Y[MINE],
+                  batch_size=B, epochs=4, shuffle=False, verbose=0)
+            scale = float(keras.ops.convert_to_numpy(
+                m.optimizer.dynamic_scale))
+            weights = flat(m.trainable_weights)
+            assert scale < 2.0 ** 15, (how, scale)  # some steps skipped
+            assert not np.allclose(weights, start), how  # some applied
+            for w, sc in hvd.allgather_object((weights, scale)):
+                same(w, weights, tol=1e-3)
+                assert sc == scale, (how, sc, scale)
+    finally:
+        keras.config.set_dtype_policy(policy)
+
+
 def check_load_model_rewraps_the_optimizer_with_its_state():
     path = os.path.join(tempfile.gettempdir(),
                         "hvd_model_%d.keras" % os.getppid())
@@ -296,6 +332,17 @@ def check_errors():
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         keras.optimizers.SGD(0.1), gradient_predivide_factor=0.0),
         "gradient_predivide_factor must not be 0")
+    # Accumulated passes would skip the reduction the loss scale needs
+    # first; Keras's own accumulation on the inner optimizer works.
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1)),
+        backward_passes_per_step=2), "backward_passes_per_step=2 with a "
+        "LossScaleOptimizer (rank %d)" % r, "gradient_accumulation_steps")
+    accumulating = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1),
+                                            backward_passes_per_step=2)
+    raises(ValueError, lambda: keras.optimizers.LossScaleOptimizer(
+        accumulating), "backward_passes_per_step=2 (rank %d)" % r,
+        "gradient_accumulation_steps")
     raises(ValueError, lambda: hvd.callbacks.BestModelCheckpoint(mode="up"),
            "mode")
     schedule = hvd.callbacks.LearningRateScheduleCallback
