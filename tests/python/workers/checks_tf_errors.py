@@ -40,6 +40,37 @@ def check_mismatched_ops_fail():
     still_working()
 
 
+def check_a_gradient_none_on_some_ranks_fails_them_all_or_is_zeroed():
+    # b reaches the loss on rank 0 only: its gradient is None elsewhere and
+    # is not reduced there (as upstream), so rank 0 waits for a reduction
+    # the others never start. Both fail within the deadlock check's grace
+    # (the others in the collective they go on to), and the job goes on.
+    # unconnected_gradients=ZERO reduces a zero gradient in its place.
+    import time
+    a, b = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+
+    def grads(**kwargs):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(a * a)
+            if r == 0:
+                loss += tf.reduce_sum(b * b)
+        return hvd.DistributedGradientTape(tape).gradient(loss, [a, b],
+                                                         **kwargs)
+
+    def rank0_tape_others_next_collective():
+        got = grads()
+        assert got[1] is None and r != 0, got
+        hvd.allreduce(tf.ones([1]), name="after_the_tape")
+    start = time.time()
+    raises(hvd.HorovodInternalError, rank0_tape_others_next_collective,
+           "can never match", "allreduce.DistributedGradientTape.1.")
+    assert time.time() - start < 2.5, time.time() - start
+    still_working()
+    got = grads(unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    assert np.allclose(got[0].numpy(), [2.0, 4.0]), got
+    assert np.allclose(got[1].numpy(), [6.0 / n]), got
+
+
 def check_bad_input_names_value_and_rank():
     raises(hvd.HorovodInvalidArgumentError,
            lambda: hvd.allreduce(tf.constant(["a"])), "string",
