@@ -54,8 +54,8 @@ def check_a_gradient_none_on_some_ranks_fails_them_all_or_is_zeroed():
             loss = tf.reduce_sum(a * a)
             if r == 0:
                 loss += tf.reduce_sum(b * b)
-        return hvd.DistributedGradientTape(tape).gradient(loss, [a, b],
-                                                         **kwargs)
+        tape = hvd.DistributedGradientTape(tape)
+        return tape.gradient(loss, [a, b], **kwargs)
 
     def rank0_tape_others_next_collective():
         got = grads()
