@@ -368,6 +368,20 @@ def _unpicklable(what, failed):
                                     % f for f in failed)))
 
 
+def leaving_census(collectives, fn, *args):
+    """fn(collectives, *args), after which the calling thread stops counting
+    as one of the rank's submitters until it submits again. For adapters
+    whose framework later blocks that thread in its own compiled code (a
+    tf.function, a jitted JAX computation) while the collectives run on the
+    framework's threads: still counted, the thread would look like one
+    that computes, and a rank blocked there would never be found stuck by
+    the deadlock check (the stall check would fail it minutes later)."""
+    try:
+        return fn(collectives, *args)
+    finally:
+        collectives.leave_census()
+
+
 def broadcast_object(collectives, obj, root_rank=0, name=None,
                      process_set=global_process_set):
     import cloudpickle

@@ -344,6 +344,21 @@ def check_input_one_rank_refuses_fails_the_peers_eagerly():
         same(hvd.allgather(np.full(1, r)), ranks)
 
 
+def check_ranks_apart_in_jit_fail_fast_after_object_collectives():
+    # After the main thread's own collectives, ranks blocked apart inside
+    # jitted computations are found stuck by the deadlock check (as
+    # TensorFlow's functions are; not by the stall check, minutes later).
+    import time
+    assert hvd.broadcast_object(r + 5, 0) == 5
+    assert hvd.allgather_object(r) == ranks
+    apart = jax.jit(lambda x: hvd.allreduce(x, name="apart.%d" % r))
+    start = time.time()
+    raises(Exception, lambda: apart(jnp.ones(2)).block_until_ready(),
+           "can never match", "apart.0", "apart.1")
+    assert time.time() - start < 2.5, time.time() - start
+    same(hvd.allgather(np.full(1, r)), ranks)
+
+
 def check_shutdown_and_init_again():
     # The XLA handler lets go of the engine at shutdown and binds the next.
     f = jax.jit(lambda t: hvd.allreduce(t, op=hvd.Sum, name="again"))

@@ -71,6 +71,23 @@ def check_a_gradient_none_on_some_ranks_fails_them_all_or_is_zeroed():
     assert np.allclose(got[1].numpy(), [6.0 / n]), got
 
 
+def check_ranks_apart_in_functions_fail_fast_after_object_collectives():
+    # The main thread's own collectives (broadcast_object, allgather_object
+    # here) do not leave it counted as a thread that computes: blocked
+    # later in a tf.function whose collectives run on TensorFlow's threads,
+    # the rank is still found stuck by the deadlock check (not by the
+    # stall check, minutes later).
+    import time
+    assert hvd.broadcast_object(r + 5, 0) == 5
+    assert hvd.allgather_object(r) == list(range(n))
+    apart = tf.function(lambda x: hvd.allreduce(x, name="apart.%d" % r))
+    start = time.time()
+    raises(tf.errors.OpError, lambda: apart(tf.ones([2])), "can never match",
+           "apart.0", "apart.1")
+    assert time.time() - start < 2.5, time.time() - start
+    still_working()
+
+
 def check_bad_input_names_value_and_rank():
     raises(hvd.HorovodInvalidArgumentError,
            lambda: hvd.allreduce(tf.constant(["a"])), "string",
