@@ -4,8 +4,9 @@ post-accumulate-grad hook as soon as its gradient is ready, overlapping
 communication with the rest of backward; step() waits for the remainder.
 On a host whose cores the job's compute already fills, the hooks only mark
 gradients ready and step() starts them all (HOROVOD_GRADIENT_OVERLAP).
-With op=Adasum the ranks combine weight changes instead (see
-_DistributedAdasumOptimizer)."""
+With op=Adasum the ranks combine weight changes instead
+(horovod.torch.adasum_optimizer). Under torch.amp.GradScaler the overflow
+check follows the averaged gradients (_scaled_step)."""
 
 import os
 import warnings
@@ -20,10 +21,12 @@ from horovod.common.exceptions import HorovodInternalError
 from horovod.common.grouping import (check_adasum_set, check_passes,
                                       check_predivide)
 from horovod.common.process_sets import global_process_set
+from horovod.torch.adasum_optimizer import _DistributedAdasumOptimizer
 from horovod.torch.compression import Compression
 from horovod.torch.mpi_ops import (Adasum, Average, allreduce_async_,
                                    grouped_allreduce_async_, local_size, rank,
                                    size, sparse_allreduce_async, synchronize)
+from horovod.torch.parameter_names import added_names, checked_names
 
 # A gradient whose allreduce waits for step() (see _overlaps_backward).
 _DEFERRED = "deferred"
@@ -67,44 +70,6 @@ def _overlaps_backward(params):
                             len(os.sched_getaffinity(0)))
 
 
-def _checked_names(param_groups, named_parameters):
-    """(name, parameter) pairs for every parameter of `param_groups`, with
-    upstream's names for parameters given without names and its checks."""
-    if named_parameters is not None:
-        named_parameters = list(named_parameters)
-    else:
-        named_parameters = [
-            ("allreduce.noname.%d.%d" % (i, j), v)
-            for i, group in enumerate(param_groups)
-            for j, v in enumerate(group["params"])]
-    if any(not isinstance(p, tuple) for p in named_parameters):
-        raise ValueError("named_parameters should be a sequence of tuples "
-                         "(name, parameter), usually produced by "
-                         "model.named_parameters().")
-    names = [k for k, _ in named_parameters]
-    dups = {k for k in names if names.count(k) > 1}
-    if dups:
-        raise ValueError("Parameter names in named_parameters must be "
-                         "unique. Found duplicates: %s" % ", ".join(sorted(dups)))
-    known = {id(v) for _, v in named_parameters}
-    unnamed = [p for g in param_groups for p in g["params"]
-               if id(p) not in known]
-    if unnamed:
-        raise ValueError("named_parameters was specified, but one or more "
-                         "model parameters were not named. Python object "
-                         "ids: %s" % ", ".join(str(id(p)) for p in unnamed))
-    return named_parameters
-
-
-def _added_names(param_groups, names):
-    """Names for the parameters of the group added last: those
-    named_parameters gave (`names`: parameter to name), else upstream's
-    unnamed form for their group and place."""
-    gi = len(param_groups) - 1
-    return [names.get(p, "allreduce.noname.%d.%d" % (gi, j))
-            for j, p in enumerate(param_groups[-1]["params"])]
-
-
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1, op=Average,
@@ -113,7 +78,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         self._compression = compression
         self._process_set = process_set
-        named_parameters = _checked_names(self.param_groups, named_parameters)
+        named_parameters = checked_names(self.param_groups, named_parameters)
         all_params = [p for g in self.param_groups for p in g["params"]]
         self._parameter_names = {v: k for k, v in named_parameters}
         self.backward_passes_per_step = backward_passes_per_step
@@ -244,7 +209,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if "_parameter_names" not in self.__dict__:
             return  # torch's __init__ adding the first groups
         added = self.param_groups[-1]["params"]
-        for p, name in zip(added, _added_names(self.param_groups,
+        for p, name in zip(added, added_names(self.param_groups,
                                                self._parameter_names)):
             self._parameter_names.setdefault(p, name)
             self._allreduce_delay[p] = self.backward_passes_per_step
@@ -400,7 +365,47 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             self._should_synchronize = True
 
+    # torch.amp.GradScaler.step hands such an optimizer the scale and the
+    # overflow flag (grad_scale, found_inf) and calls step() itself, so the
+    # skip follows gradients averaged across the ranks (see _scaled_step).
+    _step_supports_amp_scaling = True
+
+    def _scaled_step(self, closure):
+        """step() under GradScaler.step. Its overflow check must see the
+        averaged gradients, the same on every rank, or a rank whose own
+        gradients overflowed would skip a step the others take (and read
+        gradients that allreduces in flight are still writing)."""
+        if self._hook_fn is not None and not self._synchronized:
+            self.synchronize()  # every rank alike, so the job goes on
+            self._synchronized = False
+            del self.grad_scale, self.found_inf  # GradScaler will not
+            raise RuntimeError(
+                "GradScaler.step checked gradients not yet averaged across "
+                "ranks (rank %d): call optimizer.synchronize() after "
+                "backward, then scaler.unscale_(optimizer) if you clip, and "
+                "`with optimizer.skip_synchronize(): scaler.step(optimizer)`"
+                % rank())
+        self._synchronized = False
+        if self.grad_scale is not None:  # not unscaled by the user
+            inverse = self.grad_scale.double().reciprocal().float()
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.grad.mul_(inverse.to(p.grad.dtype))
+        if self.found_inf.item():
+            return None  # skipped on every rank: the gradients are shared
+        # Handled here: the wrapped optimizer's step (not fused) refuses
+        # them; GradScaler deletes them after the step.
+        scale, found = self.grad_scale, self.found_inf
+        self.grad_scale = self.found_inf = None
+        try:
+            return super(self.__class__, self).step(closure)
+        finally:
+            self.grad_scale, self.found_inf = scale, found
+
     def step(self, closure=None):
+        if "found_inf" in self.__dict__:
+            return self._scaled_step(closure)
         if self._should_synchronize:
             if self._synchronized:
                 warnings.warn("optimizer.step() called without "
@@ -420,99 +425,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 "before optimizer.step() or optimizer.synchronize(). This is "
                 "prohibited as it can cause a race condition.")
         return super(self.__class__, self).zero_grad(*args, **kwargs)
-
-
-class _DistributedAdasumOptimizer(torch.optim.Optimizer):
-    """Adasum's delta rule (upstream's semantics for op=Adasum): every rank
-    takes the wrapped optimizer's step on its own gradients, the change
-    each parameter went through is combined across the ranks with
-    op=Adasum, and every rank applies the combined change to the weights
-    it started the step from. Adasum sees the whole update, which is what
-    its scaling rule is made for, rather than the raw gradients.
-
-    The step, the exchange and the update all happen in step(); gradients
-    accumulate over backward passes as torch accumulates them."""
-
-    def __init__(self, params, named_parameters, compression,
-                 backward_passes_per_step=1, process_set=global_process_set):
-        super(self.__class__, self).__init__(params)
-        self._compression = compression
-        self._process_set = process_set
-        self._all_names = dict(
-            (v, k) for k, v in _checked_names(self.param_groups,
-                                              named_parameters))
-        self._params, self._names, self._frozen = [], [], []
-        self._take([(p, self._all_names[p]) for g in self.param_groups
-                    for p in g["params"]])
-        self.backward_passes_per_step = backward_passes_per_step
-        self._starts = None  # the weights a step starts from, kept
-
-    def set_backward_passes_per_step(self, passes):
-        check_passes(passes)
-        self.backward_passes_per_step = passes
-
-    def add_param_group(self, param_group):
-        """torch's; the new group's weight changes are then combined as the
-        others' are."""
-        super(self.__class__, self).add_param_group(param_group)
-        if "_params" not in self.__dict__:
-            return  # torch's __init__ adding the first groups
-        self._take(list(zip(self.param_groups[-1]["params"], _added_names(
-            self.param_groups, self._all_names))))
-
-    def _take(self, named):
-        """Combines the weight changes of these (parameter, name) pairs
-        from now on; frozen ones once they are made trainable (a layer
-        unfrozen for fine-tuning), which each rank would otherwise step
-        on its own."""
-        for p, name in named:
-            if p.requires_grad:
-                self._params.append(p)
-                self._names.append(name)
-            else:
-                self._frozen.append((p, name))
-        self._starts = None  # made again, one per parameter, at the step
-
-    def synchronize(self):
-        """Nothing to wait for: Adasum exchanges weight changes in step()."""
-
-    def skip_synchronize(self):
-        raise AssertionError("Skipping synchronization is not supported when "
-                             "using Adasum optimizer.")
-
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        if not self._process_set.included():
-            super(self.__class__, self).step()  # outside the set: local
-            return loss
-        if any(p.requires_grad for p, _ in self._frozen):
-            frozen, self._frozen = self._frozen, []
-            self._take(frozen)
-        if self._starts is None or any(s.shape != p.shape for s, p in
-                                       zip(self._starts, self._params)):
-            self._starts = [torch.empty_like(p) for p in self._params]
-        with torch.no_grad():
-            for start, p in zip(self._starts, self._params):
-                start.copy_(p)
-            super(self.__class__, self).step()
-            pending = []
-            for start, p, name in zip(self._starts, self._params,
-                                      self._names):
-                delta = p.sub_(start)  # p holds its change until the end
-                compressed, ctx = self._compression.compress(delta)
-                pending.append((allreduce_async_(
-                    compressed, name=name, op=Adasum,
-                    process_set=self._process_set), compressed, ctx))
-            for (handle, compressed, ctx), start, p in zip(
-                    pending, self._starts, self._params):
-                synchronize(handle)
-                if compressed is not p:
-                    p.copy_(self._compression.decompress(compressed, ctx))
-                p.add_(start)
-        return loss
 
 
 def _wrapped(optimizer):

@@ -9,6 +9,7 @@ import warnings
 import torch
 
 import horovod.torch as hvd
+from expect import raises
 from horovod.torch.optimizer import host_is_full
 
 hvd.init()
@@ -317,6 +318,38 @@ def check_a_newer_optimizer_over_the_model_takes_its_hooks():
     del newer
     assert [step(older), step(older)] == [count, count]
     close_all(hvd.broadcast(params(m), 0), params(m))
+
+
+def check_grad_scaler_skips_the_same_steps_everywhere():
+    # Rank 0's gradients overflow at step 1 only: after synchronize (with
+    # or without unscale_ and skip_synchronize) every rank skips that step
+    # and backs off alike. Stepped straight after backward, GradScaler would
+    # check (and write) gradients not yet averaged: refused on every rank.
+    for how in ("unscale_", "synchronize", "straight"):
+        m = torch.nn.Linear(2, 1)
+        start = m.weight.detach().clone()
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1))
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+        for s in range(3):
+            opt.zero_grad()
+            loss = m(torch.ones(4, 2) * (r + 1)).sum()
+            scaler.scale(loss * (float("inf") if (r, s) == (0, 1) else 1.0)
+                         ).backward()
+            if how == "straight":
+                raises(RuntimeError, lambda: scaler.step(opt), "rank %d" % r,
+                       "optimizer.synchronize() after backward")
+                break
+            opt.synchronize()
+            if how == "unscale_":
+                scaler.unscale_(opt)
+            with opt.skip_synchronize():
+                scaler.step(opt)
+            scaler.update()
+        if how != "straight":
+            steps = 2 * 0.1 * 4 * sum(k + 1 for k in range(n)) / n
+            close_all(m.weight.detach(), start - steps, tol=1e-6)
+            assert scaler.get_scale() == 2.0 ** 15, scaler.get_scale()
+    close_all(hvd.allreduce(torch.ones(1)), torch.ones(1))  # still working
 
 
 def check_parameters_added_or_unfrozen_later_are_reduced_too():
