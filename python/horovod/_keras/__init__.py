@@ -230,18 +230,25 @@ class _DistributedOptimizer:
         return super()._clip_gradients(self._hvd_reduce(grads, variables))
 
 
-class _DistributedLossScaleOptimizer(_DistributedOptimizer):
-    """Mixed in before a LossScaleOptimizer: the scaled gradients are
-    reduced before the loss scale checks them for overflow, so every rank
-    finds the same answer and skips or applies the same steps. Checked on
-    each rank's own gradients, a rank whose gradients overflowed would skip
-    the reduction that the others wait in."""
+class _DistributedDispatcher(_DistributedOptimizer):
+    """Mixed in before an optimizer that hands its gradients on to others
+    (a MultiOptimizer, a LossScaleOptimizer), whose own clipping step never
+    runs: the gradients are reduced as it receives them."""
 
     def apply(self, grads, trainable_variables=None):
         variables = list(trainable_variables if trainable_variables
                          is not None else self._trainable_variables)
         return super().apply(self._hvd_reduce(grads, variables),
                              trainable_variables)
+
+
+class _DistributedLossScaleOptimizer(_DistributedDispatcher):
+    """Mixed in before a LossScaleOptimizer: the scaled gradients are
+    reduced before the loss scale checks them for overflow, so every rank
+    finds the same answer and skips or applies the same steps. Checked on
+    each rank's own gradients, a rank whose gradients overflowed would skip
+    the reduction that the others wait in. Its stateless_apply (JAX) goes
+    to the inner optimizer's directly, not through apply."""
 
     def stateless_apply(self, optimizer_variables, grads,
                         trainable_variables):
@@ -289,11 +296,23 @@ def _reduce_outside(inner, outer):
     object.__setattr__(inner, "_hvd_reduced_outside", True)
 
 
+def _dispatchers():
+    """The Keras optimizers that hand the gradients on to others (an older
+    Keras has no MultiOptimizer)."""
+    multi = getattr(keras.optimizers, "MultiOptimizer", None)
+    return (keras.optimizers.LossScaleOptimizer,) + (
+        (multi,) if multi is not None else ())
+
+
 def _distributed_class(base):
     # Named and placed like the wrapped class, so a saved model refers to
     # the plain optimizer; load_model wraps it again.
-    mixin = _DistributedLossScaleOptimizer if issubclass(
-        base, keras.optimizers.LossScaleOptimizer) else _DistributedOptimizer
+    if issubclass(base, keras.optimizers.LossScaleOptimizer):
+        mixin = _DistributedLossScaleOptimizer
+    elif issubclass(base, _dispatchers()):
+        mixin = _DistributedDispatcher
+    else:
+        mixin = _DistributedOptimizer
     cls = type(base.__name__, (mixin, base),
                {"__module__": base.__module__,
                 "__qualname__": base.__qualname__, "_hvd_base": base})
@@ -316,12 +335,11 @@ def create_distributed_optimizer(optimizer, name, compression,
     base = type(optimizer)
     if isinstance(optimizer, _DistributedOptimizer):
         base = base._hvd_base
-    if backward_passes_per_step > 1 and issubclass(
-            base, keras.optimizers.LossScaleOptimizer):
+    if backward_passes_per_step > 1 and issubclass(base, _dispatchers()):
         raise ValueError(
-            "backward_passes_per_step=%d with a LossScaleOptimizer (rank "
-            "%d): set gradient_accumulation_steps on its inner optimizer "
-            "instead" % (backward_passes_per_step, _basics.rank()))
+            "backward_passes_per_step=%d with a %s (rank %d): set "
+            "gradient_accumulation_steps on the optimizers it holds instead"
+            % (backward_passes_per_step, base.__name__, _basics.rank()))
     cls = _distributed_class(base)
     if in_place:
         # Keeps the optimizer's variables (a loaded model's state).

@@ -75,6 +75,21 @@ def check_fit_equals_single_process():
         same(other, want)
 
 
+def check_multi_optimizer_reduces_before_handing_on():
+    # A MultiOptimizer hands each variable's gradient on to the optimizer
+    # the map gives it, whose steps the wrapper never sees: wrapped, it
+    # reduces them as it receives them. Left unreduced, each rank trained
+    # on its own gradients.
+    def multi():
+        return keras.optimizers.MultiOptimizer(keras.optimizers.OptimizerMap(
+            keras.optimizers.SGD(0.1, momentum=0.9),
+            {".*/bias": keras.optimizers.Adam(0.05)}))
+    want = reference(multi(), epochs=2)
+    m, _ = fit_distributed(multi(), epochs=2)
+    for other in hvd.allgather_object(flat(m.trainable_weights)):
+        same(other, want)
+
+
 def check_fit_with_jit_compile():
     # torch compiles the train step with torch.compile, JAX with jax.jit;
     # TensorFlow's XLA cannot call Horovod's ops and says so.
@@ -338,6 +353,10 @@ def check_errors():
         keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1)),
         backward_passes_per_step=2), "backward_passes_per_step=2 with a "
         "LossScaleOptimizer (rank %d)" % r, "gradient_accumulation_steps")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(
+        keras.optimizers.MultiOptimizer(keras.optimizers.OptimizerMap(
+            keras.optimizers.SGD(0.1))), backward_passes_per_step=3),
+        "backward_passes_per_step=3 with a MultiOptimizer")
     accumulating = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1),
                                             backward_passes_per_step=2)
     raises(ValueError, lambda: keras.optimizers.LossScaleOptimizer(
