@@ -353,9 +353,10 @@ def check_errors():
         keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1)),
         backward_passes_per_step=2), "backward_passes_per_step=2 with a "
         "LossScaleOptimizer (rank %d)" % r, "gradient_accumulation_steps")
+    multi = keras.optimizers.MultiOptimizer(
+        keras.optimizers.OptimizerMap(keras.optimizers.SGD(0.1)))
     raises(ValueError, lambda: hvd.DistributedOptimizer(
-        keras.optimizers.MultiOptimizer(keras.optimizers.OptimizerMap(
-            keras.optimizers.SGD(0.1))), backward_passes_per_step=3),
+        multi, backward_passes_per_step=3),
         "backward_passes_per_step=3 with a MultiOptimizer")
     accumulating = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1),
                                             backward_passes_per_step=2)
