@@ -236,6 +236,8 @@ class _DistributedDispatcher(_DistributedOptimizer):
     runs: the gradients are reduced as it receives them."""
 
     def apply(self, grads, trainable_variables=None):
+        if trainable_variables is None and not self.built:
+            return super().apply(grads)  # Keras names what is missing
         variables = list(trainable_variables if trainable_variables
                          is not None else self._trainable_variables)
         return super().apply(self._hvd_reduce(grads, variables),

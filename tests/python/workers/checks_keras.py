@@ -358,6 +358,8 @@ def check_errors():
     raises(ValueError, lambda: hvd.DistributedOptimizer(
         multi, backward_passes_per_step=3),
         "backward_passes_per_step=3 with a MultiOptimizer")
+    raises(ValueError, lambda: hvd.DistributedOptimizer(multi).apply(
+        [keras.ops.ones(2)]), "must already be built")  # Keras's error
     accumulating = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1),
                                             backward_passes_per_step=2)
     raises(ValueError, lambda: keras.optimizers.LossScaleOptimizer(
