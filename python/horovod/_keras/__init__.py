@@ -9,7 +9,9 @@ distributed optimizer reduces the gradients there, through the backend's
 own adapter (horovod.tensorflow, horovod.torch or horovod.jax), as one unit
 per step: so clipping sees the reduced gradients, as with upstream, and with
 backward_passes_per_step > 1 (Keras's gradient accumulation) only the
-accumulated gradients travel.
+accumulated gradients travel. Optimizers that hand the gradients on to
+others (LossScaleOptimizer, MultiOptimizer) never reach their own clip
+step: those reduce in apply, as they receive the gradients.
 
 Thread-safety: a distributed optimizer is used by the thread that trains.
 """
