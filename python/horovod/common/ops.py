@@ -382,6 +382,24 @@ def leaving_census(collectives, fn, *args):
         collectives.leave_census()
 
 
+def process_set_calls_leaving_census(collectives):
+    """add_process_set and remove_process_set for the adapters that use
+    leaving_census: each registers or removes the set on every rank (the
+    engine's control operation) and then leaves the census."""
+    from horovod.common import topology
+
+    def add_process_set(process_set):
+        return leaving_census(
+            collectives, lambda _: topology.add_process_set(process_set))
+
+    def remove_process_set(process_set):
+        return leaving_census(
+            collectives, lambda _: topology.remove_process_set(process_set))
+    add_process_set.__doc__ = topology.add_process_set.__doc__
+    remove_process_set.__doc__ = topology.remove_process_set.__doc__
+    return add_process_set, remove_process_set
+
+
 def broadcast_object(collectives, obj, root_rank=0, name=None,
                      process_set=global_process_set):
     import cloudpickle

@@ -16,12 +16,17 @@ from horovod import _keras as _impl
 from horovod._keras import Compression, load_model  # noqa: F401
 from horovod.common.exceptions import (HorovodInternalError,  # noqa: F401
                                        HorovodInvalidArgumentError)
+from horovod.common import ops as _ops
 from horovod.common.ops import (Adasum, Average, Max, Min,  # noqa: F401
                                 Product, Sum, resolve_op)
 from horovod.common.process_sets import ProcessSet, global_process_set  # noqa: F401
 from horovod.common.topology import *  # noqa: F401,F403
 from horovod.keras import callbacks  # noqa: F401
 
+# The main thread may next block inside a compiled train step (see
+# horovod.common.ops.leaving_census).
+add_process_set, remove_process_set = \
+    _ops.process_set_calls_leaving_census(_impl._collectives)
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="",

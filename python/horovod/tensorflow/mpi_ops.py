@@ -41,6 +41,9 @@ from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.op_library import Unit
 
 _collectives = _ops.process_collectives()
+# The main thread may next block inside a tf.function (see leaving_census).
+add_process_set, remove_process_set = \
+    _ops.process_set_calls_leaving_census(_collectives)
 
 
 def _normalize_name(name):

@@ -71,15 +71,16 @@ def check_a_gradient_none_on_some_ranks_fails_them_all_or_is_zeroed():
     assert np.allclose(got[1].numpy(), [6.0 / n]), got
 
 
-def check_ranks_apart_in_functions_fail_fast_after_object_collectives():
-    # The main thread's own collectives (broadcast_object, allgather_object
-    # here) do not leave it counted as a thread that computes: blocked
-    # later in a tf.function whose collectives run on TensorFlow's threads,
-    # the rank is still found stuck by the deadlock check (not by the
-    # stall check, minutes later).
+def check_ranks_apart_in_functions_fail_fast_after_the_main_threads_calls():
+    # The main thread's own calls (broadcast_object, allgather_object, a
+    # process set added and removed) do not leave it counted as a thread
+    # that computes: blocked later in a tf.function whose collectives run on
+    # TensorFlow's threads, the rank is still found stuck by the deadlock
+    # check (not by the stall check, minutes later).
     import time
     assert hvd.broadcast_object(r + 5, 0) == 5
     assert hvd.allgather_object(r) == list(range(n))
+    hvd.remove_process_set(hvd.add_process_set(list(range(n))))
     apart = tf.function(lambda x: hvd.allreduce(x, name="apart.%d" % r))
     start = time.time()
     raises(tf.errors.OpError, lambda: apart(tf.ones([2])), "can never match",
