@@ -369,15 +369,15 @@ def _unpicklable(what, failed):
 
 
 def leaving_census(collectives, fn, *args):
-    """fn(collectives, *args), after which the calling thread stops counting
-    as one of the rank's submitters until it submits again. For adapters
-    whose framework later blocks that thread in its own compiled code (a
+    """fn(*args), after which the calling thread stops counting as one of
+    the rank's submitters until it submits again. For adapters whose
+    framework later blocks that thread in its own compiled code (a
     tf.function, a jitted JAX computation) while the collectives run on the
     framework's threads: still counted, the thread would look like one
     that computes, and a rank blocked there would never be found stuck by
     the deadlock check (the stall check would fail it minutes later)."""
     try:
-        return fn(collectives, *args)
+        return fn(*args)
     finally:
         collectives.leave_census()
 
@@ -389,12 +389,12 @@ def process_set_calls_leaving_census(collectives):
     from horovod.common import topology
 
     def add_process_set(process_set):
-        return leaving_census(
-            collectives, lambda _: topology.add_process_set(process_set))
+        return leaving_census(collectives, topology.add_process_set,
+                              process_set)
 
     def remove_process_set(process_set):
-        return leaving_census(
-            collectives, lambda _: topology.remove_process_set(process_set))
+        return leaving_census(collectives, topology.remove_process_set,
+                              process_set)
     add_process_set.__doc__ = topology.add_process_set.__doc__
     remove_process_set.__doc__ = topology.remove_process_set.__doc__
     return add_process_set, remove_process_set

@@ -530,18 +530,12 @@ def reducescatter(tensor, name=None, op=Average,
 def barrier(process_set=global_process_set):
     """Blocks until every rank of the set has called barrier (not inside
     jit)."""
-    try:
-        _collectives.barrier(process_set)
-    finally:
-        _collectives.leave_census()
+    _ops.leaving_census(_collectives, _collectives.barrier, process_set)
 
 
 def join():
     """Declares this rank out of data; returns the last rank to join."""
-    try:
-        return _collectives.join()
-    finally:
-        _collectives.leave_census()
+    return _ops.leaving_census(_collectives, _collectives.join)
 
 
 def broadcast_object(obj, root_rank=0, name=None,

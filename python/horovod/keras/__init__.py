@@ -127,16 +127,15 @@ def reducescatter(value, name=None, op=Average,
 def broadcast_object(obj, root_rank=0, name=None,
                      process_set=global_process_set):
     """Returns root_rank's obj (cloudpickled) on every rank."""
-    from horovod.common import ops
-    return ops.leaving_census(_impl._collectives, ops.broadcast_object, obj,
-                              root_rank, name, process_set)
+    return _ops.leaving_census(_impl._collectives, _ops.broadcast_object,
+                               _impl._collectives, obj, root_rank, name,
+                               process_set)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's obj, in rank order."""
-    from horovod.common import ops
-    return ops.leaving_census(_impl._collectives, ops.allgather_object, obj,
-                              name, process_set)
+    return _ops.leaving_census(_impl._collectives, _ops.allgather_object,
+                               _impl._collectives, obj, name, process_set)
 
 
 from horovod.keras import elastic  # noqa: F401,E402

@@ -39,8 +39,9 @@ def broadcast_object(obj, root_rank=0, session=None, name=None,
     on every rank. Bytes come only from a rank of this authenticated job.
     Works in graph mode too: no graph op is involved, so `session` is not
     needed."""
-    return _ops.leaving_census(_collectives, _ops.broadcast_object, obj,
-                               root_rank, name, process_set)
+    return _ops.leaving_census(_collectives, _ops.broadcast_object,
+                               _collectives, obj, root_rank, name,
+                               process_set)
 
 
 def broadcast_object_fn(root_rank=0, session=None, name=None,
@@ -54,5 +55,5 @@ def broadcast_object_fn(root_rank=0, session=None, name=None,
 def allgather_object(obj, session=None, name=None,
                      process_set=global_process_set):
     """Returns the list of every rank's obj, in rank order."""
-    return _ops.leaving_census(_collectives, _ops.allgather_object, obj,
-                               name, process_set)
+    return _ops.leaving_census(_collectives, _ops.allgather_object,
+                               _collectives, obj, name, process_set)

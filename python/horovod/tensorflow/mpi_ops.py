@@ -100,10 +100,7 @@ def _synchronous(fn, inputs):
     counting as a submitter: graph collectives run on TensorFlow's pool
     threads, which would otherwise count for ever and hide a rank that is
     blocked from the engine's deadlock check."""
-    try:
-        return fn(inputs)
-    finally:
-        _collectives.leave_census()
+    return _ops.leaving_census(_collectives, fn, inputs)
 
 
 def _run(fn, inputs, touts):

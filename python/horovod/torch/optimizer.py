@@ -387,11 +387,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 % rank())
         self._synchronized = False
         if self.grad_scale is not None:  # not unscaled by the user
-            inverse = self.grad_scale.double().reciprocal().float()
+            inverse = 1.0 / self.grad_scale.double().item()
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is not None:
-                        p.grad.mul_(inverse.to(p.grad.dtype))
+                        p.grad.mul_(inverse)
         if self.found_inf.item():
             return None  # skipped on every rank: the gradients are shared
         # Handled here: the wrapped optimizer's step (not fused) refuses
